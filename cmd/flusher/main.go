@@ -1,0 +1,113 @@
+// Command flusher drains granted claims from Redis into PostgreSQL and owns
+// the schema migrations.
+//
+//	flusher           apply pending migrations, then run the daemon
+//	flusher migrate   apply pending migrations and exit
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/config"
+	"redpacket/internal/daemon"
+	"redpacket/internal/flush"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
+	"redpacket/migrations"
+)
+
+const usage = `usage: flusher [command]
+
+commands:
+  (none)    apply pending migrations, then drain claims until SIGINT/SIGTERM
+  migrate   apply pending migrations and exit
+
+Settings come from the environment; see the README.`
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "flusher:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return err
+	}
+	log, err := telemetry.NewLogger("flusher", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+
+	switch {
+	case len(args) == 0:
+		return runDaemon(cfg, log)
+	case len(args) == 1 && args[0] == "migrate":
+		if err := migrations.Up(cfg.DatabaseURL); err != nil {
+			return err
+		}
+		log.Info("schema is up to date", zap.Int("version", migrations.Version))
+		return nil
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+		fmt.Println(usage)
+		return nil
+	}
+	return errors.New("unknown command\n" + usage)
+}
+
+func runDaemon(cfg config.Config, log *zap.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if err := migrations.Up(cfg.DatabaseURL); err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	clients, err := daemon.Connect(startCtx, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer clients.Close()
+
+	f := flush.New(
+		redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards),
+		pgstore.New(clients.PG),
+		flush.Config{
+			BatchSize:   cfg.FlushBatchSize,
+			IdleWait:    cfg.FlushIdleWait,
+			MaxBackoff:  cfg.FlushMaxBackoff,
+			RepairAfter: cfg.LoadingRepairAfter,
+		}, log)
+
+	ops := &http.Server{Handler: opsHandler(clients, log), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- daemon.Serve(ctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout) }()
+
+	// Run returns after finishing the batch in hand once ctx is cancelled.
+	runErr := f.Run(ctx)
+	stop()
+	return errors.Join(runErr, <-served)
+}
+
+// opsHandler serves /healthz and /readyz.
+func opsHandler(c *daemon.Clients, log *zap.Logger) http.Handler {
+	healthz, readyz := telemetry.Probes(c.Ready, log)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /readyz", readyz)
+	return mux
+}

@@ -1,0 +1,83 @@
+// Command grabber serves the red-packet HTTP API: create envelopes, grab
+// packets, report status. Settings come from the environment (see README).
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/config"
+	"redpacket/internal/daemon"
+	"redpacket/internal/grab"
+	"redpacket/internal/httpapi"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/sequence"
+	"redpacket/internal/telemetry"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "grabber:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return err
+	}
+	log, err := telemetry.NewLogger("grabber", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	clients, err := daemon.Connect(startCtx, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer clients.Close()
+
+	envIDs := sequence.New(clients.PG, "envelope", sequence.Options{})
+	defer envIDs.Close()
+	packetIDs := sequence.New(clients.PG, "packet", sequence.Options{})
+	defer packetIDs.Close()
+
+	svc := grab.New(grab.Config{
+		PG:        pgstore.New(clients.PG),
+		Redis:     redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards),
+		EnvIDs:    envIDs,
+		PacketIDs: packetIDs,
+		Limits:    cfg.Limits,
+		Log:       log,
+	})
+	api := httpapi.New(svc, httpapi.Options{Token: cfg.GrabberAPIToken, Ready: clients.Ready, Log: log})
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(log),
+	}
+	log.Info("grabber starting", zap.Int("shards", clients.Shards), zap.String("prefix", cfg.RedisKeyPrefix),
+		zap.Bool("auth", cfg.GrabberAPIToken != ""), zap.Bool("redis_cluster", len(cfg.RedisClusterAddrs) > 0))
+	// Serve returns once every request in hand has been answered; only then
+	// are the allocators and clients closed (deferred above).
+	err = daemon.Serve(ctx, log, srv, cfg.GrabberAddr, cfg.ShutdownTimeout)
+	log.Info("grabber stopped", zap.Error(err))
+	return err
+}

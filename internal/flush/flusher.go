@@ -1,0 +1,148 @@
+// Package flush is the flusher daemon's work: drain granted claims from the
+// Redis shards into PostgreSQL in batches, and repair envelopes a crashed
+// grabber left loading. It is single-threaded by design: one batch at a time,
+// so a batch is always either in flight (in Redis) or durable (in PostgreSQL).
+package flush
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+)
+
+// Config tunes the flusher; zero fields take the defaults.
+type Config struct {
+	BatchSize   int           // claims per transaction (default 2000)
+	IdleWait    time.Duration // pause when every queue is empty (default 100ms)
+	MaxBackoff  time.Duration // longest pause after a failure (default 5s)
+	RepairEvery time.Duration // how often to look for envelopes left loading (default 5s)
+	RepairAfter time.Duration // age at which a loading envelope is repaired (default 30s)
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 2000
+	}
+	def(&c.IdleWait, 100*time.Millisecond)
+	def(&c.MaxBackoff, 5*time.Second)
+	def(&c.RepairEvery, 5*time.Second)
+	def(&c.RepairAfter, 30*time.Second)
+	return c
+}
+
+// Flusher moves claims from Redis to PostgreSQL.
+type Flusher struct {
+	redis *redisstore.Store
+	pg    *pgstore.Store
+	cfg   Config
+	log   *zap.Logger
+	now   func() time.Time
+
+	// Test hooks, called between the steps of a batch; an error stops the
+	// batch there as a crash would.
+	afterTake   func(shard int) error
+	afterCommit func(shard int) error
+}
+
+// New returns a Flusher.
+func New(rs *redisstore.Store, pg *pgstore.Store, cfg Config, log *zap.Logger) *Flusher {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now}
+}
+
+// batchTimeout bounds one batch's writes. They run on a context detached from
+// shutdown so a batch in hand is finished rather than abandoned half-way.
+const batchTimeout = 30 * time.Second
+
+// Run drains until ctx is cancelled, then returns nil. In-flight claims an
+// earlier flusher left behind are re-flushed first, since each shard's batch
+// starts with what is in flight.
+func (f *Flusher) Run(ctx context.Context) error {
+	f.log.Info("flusher running", zap.Int("shards", f.redis.Keys().Shards()),
+		zap.Int("batch_size", f.cfg.BatchSize), zap.Duration("idle_wait", f.cfg.IdleWait))
+	backoff := backoffStart
+	var nextRepair time.Time
+	for ctx.Err() == nil {
+		busy, err := f.Pass(ctx)
+		if err == nil && !f.now().Before(nextRepair) {
+			err = f.RepairLoading(ctx)
+			nextRepair = f.now().Add(f.cfg.RepairEvery)
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			f.log.Error("flush failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, f.cfg.MaxBackoff)
+		case err == nil:
+			backoff = backoffStart
+			if !busy {
+				sleep(ctx, f.cfg.IdleWait)
+			}
+		}
+	}
+	f.log.Info("flusher stopped")
+	return nil
+}
+
+const backoffStart = 50 * time.Millisecond
+
+// Pass flushes one batch from every shard. busy reports that some shard had
+// a full batch, so more is probably waiting and the caller should not sleep.
+func (f *Flusher) Pass(ctx context.Context) (busy bool, err error) {
+	var errs []error
+	for shard := range f.redis.Keys().Shards() {
+		if ctx.Err() != nil {
+			break
+		}
+		n, err := f.FlushShard(ctx, shard)
+		if err != nil {
+			// One failing shard must not hold up the others.
+			errs = append(errs, err)
+			continue
+		}
+		busy = busy || n >= f.cfg.BatchSize
+	}
+	return busy, errors.Join(errs...)
+}
+
+// Drain flushes until every queue is empty (or ctx ends); tests and
+// shutdown-time callers use it.
+func (f *Flusher) Drain(ctx context.Context) error {
+	for {
+		pending, err := f.redis.Pending(ctx)
+		if err != nil {
+			return err
+		}
+		total := int64(0)
+		for _, n := range pending {
+			total += n
+		}
+		if total == 0 {
+			return nil
+		}
+		if _, err := f.Pass(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

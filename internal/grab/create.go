@@ -1,0 +1,81 @@
+package grab
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+)
+
+// Envelope is a created envelope as the API reports it.
+type Envelope struct {
+	ID         int64
+	SenderID   string
+	TotalCents int64
+	Count      int
+	Status     string
+	ExpiresAt  time.Time
+}
+
+// finishTimeout bounds the steps after the PostgreSQL commit; they run even
+// if the caller goes away, because an envelope left loading waits for repair.
+const finishTimeout = 10 * time.Second
+
+// Create validates the request, allocates ids, splits the money, writes the
+// envelope and its packets (status loading) in one transaction, loads the
+// Redis pool (meta last) and marks the envelope open.
+func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envelope, error) {
+	ttl, err := s.limits.Validate(req)
+	if err != nil {
+		return Envelope{}, err
+	}
+	count := int(req.Count)
+	amounts, err := s.split(req.TotalCents, count)
+	if err != nil {
+		return Envelope{}, err
+	}
+	id, err := s.envIDs.Next(ctx)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("allocate envelope id: %w", err)
+	}
+	firstPacket, err := s.packetIDs.Block(ctx, int64(count))
+	if err != nil {
+		return Envelope{}, fmt.Errorf("allocate %d packet ids: %w", count, err)
+	}
+	now := s.Now()
+	row := pgstore.Envelope{
+		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
+		TotalCents: req.TotalCents, Count: count, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+	if err := s.pg.InsertEnvelope(ctx, row, firstPacket, amounts); err != nil {
+		return Envelope{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	status, err := s.load(ctx, row, firstPacket, amounts)
+	if err != nil {
+		s.log.Error("envelope stays loading until the flusher repairs it",
+			zap.Int64("envelope_id", id), zap.Error(err))
+		return Envelope{}, fmt.Errorf("%w: envelope %d is still loading: %v", ErrUnavailable, id, err)
+	}
+	return Envelope{
+		ID: id, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
+		Status: status, ExpiresAt: row.ExpiresAt,
+	}, nil
+}
+
+func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int64, amounts []int64) (string, error) {
+	packets := make([]redisstore.Packet, len(amounts))
+	for i, a := range amounts {
+		packets[i] = redisstore.Packet{ID: firstPacket + int64(i), AmountCents: a}
+	}
+	if _, err := s.redis.LoadEnvelope(ctx, e.ID, e.ExpiresAt, e.TotalCents, packets); err != nil {
+		return "", err
+	}
+	return s.pg.MarkLoaded(ctx, e.ID)
+}

@@ -1,0 +1,81 @@
+// Package grab is the grabber's business logic: create an envelope (ids,
+// split, PostgreSQL, then Redis), grab a packet (the Lua script), and report
+// an envelope's status. It knows nothing of HTTP.
+package grab
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+)
+
+// Errors the API answers with; everything else is internal.
+var (
+	ErrNotFound    = errors.New("no such envelope")
+	ErrSoldOut     = errors.New("no packet left")
+	ErrExpired     = errors.New("envelope has expired")
+	ErrUnavailable = errors.New("temporarily unavailable")
+)
+
+// IDs hands out unique ids; *sequence.Allocator is one.
+type IDs interface {
+	Next(ctx context.Context) (int64, error)
+	Block(ctx context.Context, n int64) (int64, error)
+}
+
+// Service is safe for concurrent use.
+type Service struct {
+	pg        *pgstore.Store
+	redis     *redisstore.Store
+	envIDs    IDs
+	packetIDs IDs
+	limits    envelope.Limits
+	now       func() time.Time
+	log       *zap.Logger
+	rands     sync.Pool // *rand.Rand, crypto-seeded
+}
+
+// Config holds what a Service needs.
+type Config struct {
+	PG        *pgstore.Store
+	Redis     *redisstore.Store
+	EnvIDs    IDs // allocator of the "envelope" sequence
+	PacketIDs IDs // allocator of the "packet" sequence
+	Limits    envelope.Limits
+	Now       func() time.Time // nil means time.Now; tests set a clock
+	Log       *zap.Logger
+}
+
+// New returns a Service.
+func New(c Config) *Service {
+	s := &Service{
+		pg: c.PG, redis: c.Redis, envIDs: c.EnvIDs, packetIDs: c.PacketIDs,
+		limits: c.Limits, now: c.Now, log: c.Log,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.rands.New = func() any { return envelope.NewRand() }
+	return s
+}
+
+// Now is the service's clock, truncated to the millisecond that Redis and
+// the API speak in.
+func (s *Service) Now() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+func (s *Service) split(total int64, count int) ([]int64, error) {
+	r := s.rands.Get().(*rand.Rand)
+	defer s.rands.Put(r)
+	return envelope.Split(total, count, r)
+}

@@ -1,0 +1,71 @@
+package grab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/pgstore"
+)
+
+// Status is an envelope's state for the status endpoint: the row from
+// PostgreSQL with live counts from Redis while Redis holds the envelope.
+type Status struct {
+	pgstore.Envelope
+	GrabbedCount   int64
+	GrabbedCents   int64
+	RemainingCount int64
+}
+
+// Status reports envelope id.
+func (s *Service) Status(ctx context.Context, id int64) (Status, error) {
+	if id <= 0 {
+		return Status{}, ErrNotFound
+	}
+	e, err := s.pg.Envelope(ctx, id)
+	if errors.Is(err, pgstore.ErrNotFound) {
+		return Status{}, ErrNotFound
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	live, err := s.redis.Live(ctx, id)
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	st := Status{Envelope: e}
+	if live.Loaded {
+		st.RemainingCount = live.Remaining
+		st.GrabbedCount = int64(e.Count) - live.Remaining
+		st.GrabbedCents = live.GrabbedCents
+	} else {
+		// Not (or no longer) in Redis: what PostgreSQL holds is all there is.
+		if st.GrabbedCount, err = s.pg.ClaimedCount(ctx, id); err != nil {
+			return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		st.GrabbedCents = e.ClaimedCents
+		if e.Status != string(envelope.StatusLoading) && e.Status != string(envelope.StatusSettled) {
+			st.RemainingCount = int64(e.Count) - st.GrabbedCount
+		}
+	}
+	st.Status = liveStatus(e, live.Loaded, st.RemainingCount, s.Now())
+	return st, nil
+}
+
+// liveStatus is the PostgreSQL status, moved on by what Redis already knows:
+// an open envelope with nothing left is sold out, one past its expiry has
+// expired, before the flusher records either.
+func liveStatus(e pgstore.Envelope, loaded bool, remaining int64, now time.Time) string {
+	if e.Status != string(envelope.StatusOpen) || !loaded {
+		return e.Status
+	}
+	if now.After(e.ExpiresAt) {
+		return string(envelope.StatusExpired)
+	}
+	if remaining == 0 {
+		return string(envelope.StatusSoldOut)
+	}
+	return e.Status
+}

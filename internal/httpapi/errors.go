@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/grab"
+)
+
+// apiError is an answer other than success: the HTTP status, the API's code
+// and a message for a person.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func badRequest(msg string) *apiError {
+	return &apiError{http.StatusBadRequest, "invalid_argument", msg}
+}
+
+// toAPIError is the one place errors become API answers.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	var fe *envelope.FieldError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &fe):
+		return badRequest(fe.Error())
+	case errors.Is(err, envelope.ErrInvalid):
+		return badRequest(err.Error())
+	case errors.Is(err, grab.ErrNotFound):
+		return &apiError{http.StatusNotFound, "not_found", "no such envelope"}
+	case errors.Is(err, grab.ErrSoldOut):
+		return &apiError{http.StatusConflict, "sold_out", "no packet left"}
+	case errors.Is(err, grab.ErrExpired):
+		return &apiError{http.StatusConflict, "expired", "the envelope has expired"}
+	case errors.Is(err, grab.ErrUnavailable):
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "temporarily unavailable, retry later"}
+	}
+	return &apiError{http.StatusInternalServerError, "internal", "internal error"}
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers with the API's error shape. Server-side failures are
+// logged with the cause; the client sees only the code and a generic text.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := toAPIError(err)
+	if ae.status >= 500 {
+		a.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", ae.status), zap.Error(err))
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = ae.code, ae.message
+	writeJSON(w, ae.status, body)
+}

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"redpacket/internal/envelope"
+)
+
+type createRequest struct {
+	SenderID         string `json:"sender_id"`
+	TotalCents       int64  `json:"total_cents"`
+	Count            int64  `json:"count"`
+	ExpiresInSeconds *int64 `json:"expires_in_seconds"`
+}
+
+type createResponse struct {
+	EnvelopeID int64     `json:"envelope_id"`
+	SenderID   string    `json:"sender_id"`
+	TotalCents int64     `json:"total_cents"`
+	Count      int       `json:"count"`
+	Status     string    `json:"status"`
+	ExpiresAt  Timestamp `json:"expires_at"`
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := decode(w, r, &req, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	e, err := a.svc.Create(r.Context(), envelope.CreateRequest{
+		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
+		ExpiresInSeconds: req.ExpiresInSeconds,
+	})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, createResponse{
+		EnvelopeID: e.ID, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
+		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
+	})
+}
+
+type grabRequest struct {
+	UserID string `json:"user_id"`
+}
+
+type grabResponse struct {
+	EnvelopeID  int64     `json:"envelope_id"`
+	PacketID    int64     `json:"packet_id"`
+	AmountCents int64     `json:"amount_cents"`
+	GrabbedAt   Timestamp `json:"grabbed_at"`
+	Repeat      bool      `json:"repeat"`
+}
+
+func (a *API) grab(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var req grabRequest
+	if err := decode(w, r, &req, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	c, err := a.svc.Grab(r.Context(), id, req.UserID)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, grabResponse{
+		EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents,
+		GrabbedAt: Timestamp(c.GrabbedAt), Repeat: c.Repeat,
+	})
+}
+
+type statusResponse struct {
+	EnvelopeID     int64      `json:"envelope_id"`
+	SenderID       string     `json:"sender_id"`
+	Status         string     `json:"status"`
+	TotalCents     int64      `json:"total_cents"`
+	Count          int        `json:"count"`
+	GrabbedCount   int64      `json:"grabbed_count"`
+	GrabbedCents   int64      `json:"grabbed_cents"`
+	RemainingCount int64      `json:"remaining_count"`
+	RefundedCents  int64      `json:"refunded_cents"`
+	CreatedAt      Timestamp  `json:"created_at"`
+	ExpiresAt      Timestamp  `json:"expires_at"`
+	SettledAt      *Timestamp `json:"settled_at,omitempty"`
+}
+
+func (a *API) status(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	st, err := a.svc.Status(r.Context(), id)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	resp := statusResponse{
+		EnvelopeID: st.ID, SenderID: st.SenderID, Status: st.Status,
+		TotalCents: st.TotalCents, Count: st.Count, GrabbedCount: st.GrabbedCount,
+		GrabbedCents: st.GrabbedCents, RemainingCount: st.RemainingCount,
+		RefundedCents: st.RefundedCents, CreatedAt: Timestamp(st.CreatedAt), ExpiresAt: Timestamp(st.ExpiresAt),
+	}
+	if st.SettledAt != nil {
+		t := Timestamp(*st.SettledAt)
+		resp.SettledAt = &t
+	}
+	writeJSON(w, http.StatusOK, resp)
+}

@@ -1,0 +1,167 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Claim is a grab to make durable: user UserID holds packet PacketID of
+// envelope EnvelopeID since ClaimedAt.
+type Claim struct {
+	EnvelopeID int64
+	PacketID   int64
+	UserID     string
+	ClaimedAt  time.Time
+}
+
+// Conflict is a claim that could not be applied without overwriting a
+// different fact; it is recorded in claim_conflicts instead.
+type Conflict struct {
+	Claim
+	Reason string
+}
+
+// ApplyResult tells what one batch changed.
+type ApplyResult struct {
+	Applied   int        // packets newly marked claimed
+	SoldOut   []int64    // envelopes whose last packet this batch claimed
+	Conflicts []Conflict // newly recorded conflicts
+}
+
+// applyClaims marks packets claimed and keeps envelopes.claimed_cents in
+// step, in one statement. It is idempotent: a packet already claimed (by the
+// same user, from an earlier attempt of this batch, or by anyone else) is
+// left alone, as is a claim by a user who already holds a packet of the
+// envelope. An envelope whose claimed cents reach its total is sold out:
+// every packet is at least 1 cent, so that happens exactly when all are
+// claimed.
+const applyClaims = `
+WITH input AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[])
+        AS t(envelope_id, packet_id, user_id, claimed_at)
+), applied AS (
+    UPDATE packets p
+    SET claimed_by = i.user_id, claimed_at = i.claimed_at
+    FROM input i
+    WHERE p.id = i.packet_id AND p.envelope_id = i.envelope_id
+      AND p.claimed_by IS NULL AND p.refunded_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM packets q
+                      WHERE q.envelope_id = i.envelope_id AND q.claimed_by = i.user_id)
+    RETURNING p.envelope_id, p.amount_cents
+), totals AS (
+    SELECT envelope_id, sum(amount_cents)::bigint AS cents, count(*) AS n
+    FROM applied GROUP BY envelope_id
+)
+UPDATE envelopes e
+SET claimed_cents = e.claimed_cents + t.cents,
+    status = CASE WHEN e.status = 'open' AND e.claimed_cents + t.cents = e.total_cents
+                  THEN 'sold_out' ELSE e.status END
+FROM totals t
+WHERE e.id = t.envelope_id
+RETURNING e.id, t.n, e.status = 'sold_out' AND e.claimed_cents = e.total_cents`
+
+// recordConflicts stores, once, every claim of the batch that PostgreSQL does
+// not now show as held by that user. Run after applyClaims in the same
+// transaction, it finds exactly the claims that were not applied and are not
+// replays of ones applied before.
+const recordConflicts = `
+INSERT INTO claim_conflicts (envelope_id, packet_id, user_id, claimed_at, reason)
+SELECT i.envelope_id, i.packet_id, i.user_id, i.claimed_at,
+       CASE WHEN p.id IS NULL THEN 'unknown_packet'
+            WHEN p.envelope_id <> i.envelope_id THEN 'wrong_envelope'
+            WHEN p.refunded_at IS NOT NULL THEN 'packet_refunded'
+            WHEN p.claimed_by IS NULL THEN 'user_holds_another_packet'
+            ELSE 'claimed_by_another_user' END
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[])
+    AS i(envelope_id, packet_id, user_id, claimed_at)
+LEFT JOIN packets p ON p.id = i.packet_id
+WHERE p.id IS NULL OR p.envelope_id <> i.envelope_id OR p.claimed_by IS DISTINCT FROM i.user_id
+ON CONFLICT (envelope_id, packet_id, user_id) DO NOTHING
+RETURNING envelope_id, packet_id, user_id, claimed_at, reason`
+
+// ApplyClaims makes a batch of claims durable in one transaction. Running it
+// again with the same batch changes nothing and reports nothing new.
+func (s *Store) ApplyClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
+	res, err := s.applyClaims(ctx, [][]Claim{claims})
+	if isUniqueViolation(err) {
+		// Two claims of the batch are by one user in one envelope (only
+		// possible if Redis lost state and re-offered packets): one statement
+		// per claim lets the later one see the earlier and become a conflict.
+		res, err = s.applyClaims(ctx, singles(claims))
+	}
+	return res, err
+}
+
+func (s *Store) applyClaims(ctx context.Context, groups [][]Claim) (ApplyResult, error) {
+	var res ApplyResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = ApplyResult{}
+		batch := &pgx.Batch{}
+		for _, g := range groups {
+			args := columns(g)
+			batch.Queue(applyClaims, args...).Query(func(rows pgx.Rows) error {
+				return collectApplied(rows, &res)
+			})
+			batch.Queue(recordConflicts, args...).Query(func(rows pgx.Rows) error {
+				return collectConflicts(rows, &res)
+			})
+		}
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("apply %d claims: %w", countClaims(groups), err)
+	}
+	return res, nil
+}
+
+func collectApplied(rows pgx.Rows, res *ApplyResult) error {
+	var id, n int64
+	var soldOut bool
+	_, err := pgx.ForEachRow(rows, []any{&id, &n, &soldOut}, func() error {
+		res.Applied += int(n)
+		if soldOut {
+			res.SoldOut = append(res.SoldOut, id)
+		}
+		return nil
+	})
+	return err
+}
+
+func collectConflicts(rows pgx.Rows, res *ApplyResult) error {
+	var c Conflict
+	_, err := pgx.ForEachRow(rows, []any{&c.EnvelopeID, &c.PacketID, &c.UserID, &c.ClaimedAt, &c.Reason}, func() error {
+		res.Conflicts = append(res.Conflicts, c)
+		return nil
+	})
+	return err
+}
+
+func columns(claims []Claim) []any {
+	envs := make([]int64, len(claims))
+	packets := make([]int64, len(claims))
+	users := make([]string, len(claims))
+	ats := make([]time.Time, len(claims))
+	for i, c := range claims {
+		envs[i], packets[i], users[i], ats[i] = c.EnvelopeID, c.PacketID, c.UserID, c.ClaimedAt
+	}
+	return []any{envs, packets, users, ats}
+}
+
+func singles(claims []Claim) [][]Claim {
+	out := make([][]Claim, len(claims))
+	for i := range claims {
+		out[i] = claims[i : i+1]
+	}
+	return out
+}
+
+func countClaims(groups [][]Claim) int {
+	n := 0
+	for _, g := range groups {
+		n += len(g)
+	}
+	return n
+}

@@ -1,0 +1,48 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/migrations"
+)
+
+// ErrSchemaTooOld means the database has not been migrated to the version this
+// build needs (run `flusher migrate`).
+var ErrSchemaTooOld = errors.New("database schema is older than this build needs")
+
+// CheckSchema returns ErrSchemaTooOld unless the database is at least at
+// migrations.Version and not left dirty by a failed migration.
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	var version int64
+	var dirty bool
+	err := pool.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&version, &dirty)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err):
+		return fmt.Errorf("%w: no migrations applied (need version %d)", ErrSchemaTooOld, migrations.Version)
+	case err != nil:
+		return fmt.Errorf("read schema version: %w", err)
+	case dirty:
+		return fmt.Errorf("%w: version %d is dirty (a migration failed half-way)", ErrSchemaTooOld, version)
+	case version < migrations.Version:
+		return fmt.Errorf("%w: database at version %d, need %d", ErrSchemaTooOld, version, migrations.Version)
+	}
+	return nil
+}
+
+// Shards reads the number of Redis shards every process must use.
+func Shards(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var n int64
+	err := pool.QueryRow(ctx, `SELECT value FROM service_settings WHERE name = 'redis_shards'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read redis_shards setting: %w", err)
+	}
+	if n < 1 || n > 1<<14 {
+		return 0, fmt.Errorf("redis_shards setting %d out of range 1..16384", n)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,161 @@
+// Package pgstore is the PostgreSQL side: the connection pool, the schema
+// check, and every query the daemons run. All SQL is parameterised.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound means no envelope has the id asked for.
+var ErrNotFound = errors.New("envelope not found")
+
+// Store runs the service's queries on a pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Connect opens a pool and checks that the server answers.
+func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// Envelope is a row of the envelopes table.
+type Envelope struct {
+	ID            int64
+	Shard         int
+	ShareCode     *string
+	SenderID      string
+	TotalCents    int64
+	Count         int
+	Status        string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	SettledAt     *time.Time
+	ClaimedCents  int64
+	RefundedCents int64
+}
+
+const envelopeColumns = `id, shard, share_code, sender_id, total_cents, count, status,
+	created_at, expires_at, settled_at, claimed_cents, refunded_cents`
+
+func scanEnvelope(row pgx.Row) (Envelope, error) {
+	var e Envelope
+	err := row.Scan(&e.ID, &e.Shard, &e.ShareCode, &e.SenderID, &e.TotalCents, &e.Count, &e.Status,
+		&e.CreatedAt, &e.ExpiresAt, &e.SettledAt, &e.ClaimedCents, &e.RefundedCents)
+	return e, err
+}
+
+// InsertEnvelope writes a new envelope (status loading) and its packets in
+// one transaction. Packet ids are firstPacketID, firstPacketID+1, ...; the
+// packets go in with COPY.
+func (s *Store) InsertEnvelope(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO envelopes
+			(id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 'loading', $7, $8)`,
+			e.ID, e.Shard, e.ShareCode, e.SenderID, e.TotalCents, e.Count, e.CreatedAt, e.ExpiresAt)
+		if err != nil {
+			return fmt.Errorf("insert envelope %d: %w", e.ID, err)
+		}
+		rows := make([][]any, len(amounts))
+		for i, a := range amounts {
+			rows[i] = []any{firstPacketID + int64(i), e.ID, a}
+		}
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"packets"},
+			[]string{"id", "envelope_id", "amount_cents"}, pgx.CopyFromRows(rows))
+		if err != nil {
+			return fmt.Errorf("copy packets of envelope %d: %w", e.ID, err)
+		}
+		return nil
+	})
+}
+
+// MarkLoaded moves a loading envelope to open (or straight to sold_out when
+// every packet was grabbed and flushed before this ran). It returns the status
+// the envelope has afterwards.
+func (s *Store) MarkLoaded(ctx context.Context, id int64) (string, error) {
+	var status string
+	err := s.pool.QueryRow(ctx, `UPDATE envelopes
+		SET status = CASE WHEN status <> 'loading' THEN status
+		                  WHEN claimed_cents = total_cents THEN 'sold_out'
+		                  ELSE 'open' END
+		WHERE id = $1 RETURNING status`, id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("mark envelope %d loaded: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("mark envelope %d loaded: %w", id, err)
+	}
+	return status, nil
+}
+
+// Envelope reads one envelope.
+func (s *Store) Envelope(ctx context.Context, id int64) (Envelope, error) {
+	e, err := scanEnvelope(s.pool.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM envelopes WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Envelope{}, fmt.Errorf("envelope %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Envelope{}, fmt.Errorf("read envelope %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// LoadingEnvelopes lists envelopes still loading that were created before
+// the given time: their creator died or gave up between the steps.
+func (s *Store) LoadingEnvelopes(ctx context.Context, createdBefore time.Time, limit int) ([]Envelope, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+envelopeColumns+` FROM envelopes
+		WHERE status = 'loading' AND created_at < $1 ORDER BY id LIMIT $2`, createdBefore, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list loading envelopes: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Envelope, error) { return scanEnvelope(r) })
+}
+
+// UnclaimedPackets returns the ids and amounts of an envelope's packets that
+// nobody has claimed and that were not refunded, in id order.
+func (s *Store) UnclaimedPackets(ctx context.Context, envelopeID int64) (ids, amounts []int64, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, amount_cents FROM packets
+		WHERE envelope_id = $1 AND claimed_by IS NULL AND refunded_at IS NULL ORDER BY id`, envelopeID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("unclaimed packets of envelope %d: %w", envelopeID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, amount int64
+		if err := rows.Scan(&id, &amount); err != nil {
+			return nil, nil, err
+		}
+		ids, amounts = append(ids, id), append(amounts, amount)
+	}
+	return ids, amounts, rows.Err()
+}
+
+// ClaimedCount counts an envelope's claimed packets (index-only on the
+// (envelope_id, claimed_by) key).
+func (s *Store) ClaimedCount(ctx context.Context, envelopeID int64) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM packets
+		WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, envelopeID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count claims of envelope %d: %w", envelopeID, err)
+	}
+	return n, nil
+}

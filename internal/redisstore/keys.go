@@ -1,0 +1,58 @@
+package redisstore
+
+import "strconv"
+
+// Keys builds every Redis key name of the service; no other file spells one.
+//
+// All keys of one shard share the hash tag {<prefix>:s<shard>}, so a script
+// that touches an envelope's keys and its shard's queues runs on one Redis
+// Cluster node:
+//
+//	{<prefix>:s<shard>}:e:<envelope>:meta    hash: status, expires, count, total, grabbed_cents
+//	{<prefix>:s<shard>}:e:<envelope>:pool    list: packets not yet grabbed, "<packet>:<amount>"
+//	{<prefix>:s<shard>}:e:<envelope>:claims  hash: user -> "<packet>:<amount>:<grabbed_ms>"
+//	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<user>"
+//	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
+//	{<prefix>:s<shard>}:rejected             list: queued claims the flusher could not read
+type Keys struct {
+	prefix string
+	shards int
+}
+
+// NewKeys returns the key builder for a prefix and a number of shards.
+func NewKeys(prefix string, shards int) Keys { return Keys{prefix: prefix, shards: shards} }
+
+// Shards is the number of shards envelopes are spread over.
+func (k Keys) Shards() int { return k.shards }
+
+// Shard is the shard of an envelope. It is a pure function of the id so the
+// grab path needs no lookup; the number of shards must therefore stay fixed
+// for the life of a deployment.
+func (k Keys) Shard(envelopeID int64) int { return int(envelopeID % int64(k.shards)) }
+
+func (k Keys) tag(shard int) string {
+	return "{" + k.prefix + ":s" + strconv.Itoa(shard) + "}"
+}
+
+func (k Keys) envelope(envelopeID int64) string {
+	return k.tag(k.Shard(envelopeID)) + ":e:" + strconv.FormatInt(envelopeID, 10)
+}
+
+// Meta is the envelope's meta hash; it is written last when loading, so its
+// presence means the pool is complete.
+func (k Keys) Meta(envelopeID int64) string { return k.envelope(envelopeID) + ":meta" }
+
+// Pool is the list of the envelope's packets not yet grabbed.
+func (k Keys) Pool(envelopeID int64) string { return k.envelope(envelopeID) + ":pool" }
+
+// Claims is the hash user -> claim of the envelope.
+func (k Keys) Claims(envelopeID int64) string { return k.envelope(envelopeID) + ":claims" }
+
+// Consumed is the shard's queue of claims waiting for the flusher.
+func (k Keys) Consumed(shard int) string { return k.tag(shard) + ":consumed" }
+
+// Inflight is the shard's list of claims the flusher is writing now.
+func (k Keys) Inflight(shard int) string { return k.tag(shard) + ":inflight" }
+
+// Rejected is the shard's list of queued claims the flusher could not read.
+func (k Keys) Rejected(shard int) string { return k.tag(shard) + ":rejected" }

@@ -1,0 +1,28 @@
+-- Load an envelope's packets, then its meta, once.
+--
+-- KEYS[1] meta hash of the envelope
+-- KEYS[2] pool list of the envelope
+-- KEYS[3] claims hash of the envelope
+-- ARGV[1] expires, unix milliseconds
+-- ARGV[2] packet count
+-- ARGV[3] total cents
+-- ARGV[4..] packets, "<packet>:<amount>"
+--
+-- Reply:
+--   1 loaded now
+--   0 already loaded: nothing changed (loading is idempotent)
+--  -1 a pool or claims exist without meta: state was partly lost, so loading
+--     could offer a packet twice; nothing changed
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+  return -1
+end
+-- unpack() is bounded by the Lua stack: push in chunks.
+for i = 4, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
+  'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', 0)
+return 1

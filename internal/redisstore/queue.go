@@ -1,0 +1,113 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// QueuedClaim is a granted grab waiting in a shard's queue for the flusher.
+type QueuedClaim struct {
+	EnvelopeID  int64
+	PacketID    int64
+	AmountCents int64
+	UserID      string
+	GrabbedAt   time.Time
+}
+
+// ParseQueued reads "<envelope>:<packet>:<amount>:<grabbed_ms>:<user>"; the
+// user id comes last because it may itself contain colons.
+func ParseQueued(raw string) (QueuedClaim, error) {
+	f, user, err := splitInts(raw, 4)
+	if err != nil || user == "" {
+		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
+	}
+	return QueuedClaim{
+		EnvelopeID: f[0], PacketID: f[1], AmountCents: f[2],
+		GrabbedAt: time.UnixMilli(f[3]).UTC(), UserID: user,
+	}, nil
+}
+
+// Take returns the shard's in-flight batch: the one an earlier flusher left
+// unacknowledged if any, else up to max of the oldest queued claims, moved
+// atomically into the in-flight list. The batch stays there until Ack, so a
+// flusher that dies before acknowledging loses nothing.
+func (s *Store) Take(ctx context.Context, shard, max int) ([]string, error) {
+	keys := []string{s.keys.Consumed(shard), s.keys.Inflight(shard)}
+	raw, err := takeScript.Run(ctx, s.rdb, keys, max).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("take claims of shard %d: %w", shard, err)
+	}
+	return raw, nil
+}
+
+// Ack drops the shard's in-flight batch once it is durable in PostgreSQL.
+func (s *Store) Ack(ctx context.Context, shard int) error {
+	if err := s.rdb.Del(ctx, s.keys.Inflight(shard)).Err(); err != nil {
+		return fmt.Errorf("ack shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// Pending returns how many claims wait in each shard's queue and in flight.
+func (s *Store) Pending(ctx context.Context) ([]int64, error) {
+	n := s.keys.Shards()
+	pipe := s.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, 0, 2*n)
+	for shard := range n {
+		lens = append(lens, pipe.LLen(ctx, s.keys.Consumed(shard)), pipe.LLen(ctx, s.keys.Inflight(shard)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("pending claims: %w", err)
+	}
+	out := make([]int64, n)
+	for shard := range out {
+		out[shard] = lens[2*shard].Val() + lens[2*shard+1].Val()
+	}
+	return out, nil
+}
+
+// Live is an envelope's state as Redis sees it now.
+type Live struct {
+	Loaded       bool   // meta present
+	Status       string // meta status ("open", or "closed" once settling)
+	Remaining    int64  // packets left in the pool
+	GrabbedCents int64
+}
+
+// Live reads an envelope's live counts in one round trip.
+func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
+	pipe := s.rdb.Pipeline()
+	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), "status", "grabbed_cents")
+	pool := pipe.LLen(ctx, s.keys.Pool(envelopeID))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Live{}, fmt.Errorf("live state of envelope %d: %w", envelopeID, err)
+	}
+	vals := meta.Val()
+	status, ok := vals[0].(string)
+	if !ok {
+		return Live{}, nil
+	}
+	cents, _ := vals[1].(string)
+	grabbed, err := strconv.ParseInt(cents, 10, 64)
+	if err != nil {
+		return Live{}, fmt.Errorf("live state of envelope %d: grabbed_cents %q", envelopeID, cents)
+	}
+	return Live{Loaded: true, Status: status, Remaining: pool.Val(), GrabbedCents: grabbed}, nil
+}
+
+// Reject keeps claims the flusher cannot read in the shard's rejected list,
+// for an operator to inspect.
+func (s *Store) Reject(ctx context.Context, shard int, raw []string) error {
+	vals := make([]any, len(raw))
+	for i, r := range raw {
+		vals[i] = r
+	}
+	if err := s.rdb.RPush(ctx, s.keys.Rejected(shard), vals...).Err(); err != nil {
+		return fmt.Errorf("reject claims of shard %d: %w", shard, err)
+	}
+	return nil
+}

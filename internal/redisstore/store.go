@@ -1,0 +1,151 @@
+// Package redisstore is the hot path: key names, the embedded Lua scripts and
+// the calls that run them (load an envelope, grab a packet, hand claims to the
+// flusher).
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors a grab can end with; the caller maps them to API answers.
+var (
+	ErrNotLoaded    = errors.New("envelope not loaded in redis")
+	ErrClosed       = errors.New("envelope closed or expired")
+	ErrSoldOut      = errors.New("envelope sold out")
+	ErrInconsistent = errors.New("envelope state in redis is partial")
+)
+
+// Store runs the scripts against one Redis or a Redis Cluster.
+type Store struct {
+	rdb  redis.UniversalClient
+	keys Keys
+}
+
+// New returns a Store; prefix goes inside every hash tag, shards is how many
+// consumed queues envelopes are spread over.
+func New(rdb redis.UniversalClient, prefix string, shards int) *Store {
+	return &Store{rdb: rdb, keys: NewKeys(prefix, shards)}
+}
+
+// Keys returns the key builder.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Packet is one packet as loaded into an envelope's pool.
+type Packet struct {
+	ID          int64
+	AmountCents int64
+}
+
+// LoadEnvelope puts the packets into the pool and then the meta, atomically
+// and once: loaded is false when the envelope was loaded before (nothing
+// changed). It returns ErrInconsistent when part of the envelope's state
+// exists without its meta.
+func (s *Store) LoadEnvelope(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, packets []Packet) (loaded bool, err error) {
+	args := make([]any, 0, 3+len(packets))
+	args = append(args, expiresAt.UnixMilli(), len(packets), totalCents)
+	buf := make([]byte, 0, 24)
+	for _, p := range packets {
+		buf = appendPacket(buf[:0], p)
+		args = append(args, string(buf))
+	}
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
+	code, err := loadScript.Run(ctx, s.rdb, keys, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("load envelope %d: %w", id, err)
+	}
+	switch code {
+	case loadDone:
+		return true, nil
+	case loadAlready:
+		return false, nil
+	case loadInconsistent:
+		return false, fmt.Errorf("load envelope %d: %w", id, ErrInconsistent)
+	}
+	return false, fmt.Errorf("load envelope %d: unexpected reply %d", id, code)
+}
+
+func appendPacket(b []byte, p Packet) []byte {
+	b = strconv.AppendInt(b, p.ID, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, p.AmountCents, 10)
+}
+
+// Claim is a user's packet of an envelope.
+type Claim struct {
+	PacketID    int64
+	AmountCents int64
+	GrabbedAt   time.Time
+	Repeat      bool // the user had grabbed before; this is that same packet
+}
+
+// Grab takes a packet of the envelope for the user at time now, or returns
+// the user's earlier claim with Repeat set.
+func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time) (Claim, error) {
+	keys := []string{
+		s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID),
+		s.keys.Consumed(s.keys.Shard(envelopeID)),
+	}
+	reply, err := grabScript.Run(ctx, s.rdb, keys, userID, now.UnixMilli(), envelopeID).Slice()
+	if err != nil {
+		return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+	}
+	return parseGrabReply(reply)
+}
+
+func parseGrabReply(reply []any) (Claim, error) {
+	code, _ := reply[0].(int64)
+	switch code {
+	case grabGranted, grabRepeat:
+		raw, _ := reply[1].(string)
+		c, err := parseClaim(raw)
+		c.Repeat = code == grabRepeat
+		return c, err
+	case grabNotLoaded:
+		return Claim{}, ErrNotLoaded
+	case grabClosed:
+		return Claim{}, ErrClosed
+	case grabSoldOut:
+		return Claim{}, ErrSoldOut
+	}
+	return Claim{}, fmt.Errorf("grab: unexpected reply %v", reply)
+}
+
+// parseClaim reads "<packet>:<amount>:<grabbed_ms>".
+func parseClaim(raw string) (Claim, error) {
+	f, rest, err := splitInts(raw, 3)
+	if err != nil || rest != "" {
+		return Claim{}, fmt.Errorf("malformed claim %q", raw)
+	}
+	return Claim{PacketID: f[0], AmountCents: f[1], GrabbedAt: time.UnixMilli(f[2]).UTC()}, nil
+}
+
+// splitInts reads n colon-terminated integers from the front of s and returns
+// them with what follows the last colon (or "" when s ends with the n-th).
+func splitInts(s string, n int) ([]int64, string, error) {
+	out := make([]int64, n)
+	for i := range n {
+		j := 0
+		for j < len(s) && s[j] != ':' {
+			j++
+		}
+		v, err := strconv.ParseInt(s[:j], 10, 64)
+		if err != nil {
+			return nil, "", err
+		}
+		out[i] = v
+		if j == len(s) {
+			if i != n-1 {
+				return nil, "", errors.New("too few fields")
+			}
+			return out, "", nil
+		}
+		s = s[j+1:]
+	}
+	return out, s, nil
+}

@@ -1,0 +1,103 @@
+package sequence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// PostgreSQL error codes (Appendix A of the manual) after which the whole
+// transaction is simply tried again: they can only occur when the server runs
+// transactions above READ COMMITTED or under lock contention, and retrying is
+// what the server asks for.
+const (
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+)
+
+// reserveAttempts bounds the retries of a transient failure.
+const reserveAttempts = 3
+
+const (
+	lockRow = `SELECT current_value, max_value, step
+		FROM sequence_numbers WHERE key_name = $1 FOR UPDATE`
+	advanceRow = `UPDATE sequence_numbers
+		SET current_value = $2, updated_at = now() WHERE key_name = $1`
+)
+
+// reserve advances the key's row and returns the reserved range
+// [first, first+n). With exact it reserves exactly want ids or nothing;
+// otherwise it reserves want ids (the row's step when want is 0), or whatever
+// is left before max_value.
+func (a *Allocator) reserve(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		first, n, err = a.reserveOnce(ctx, want, exact)
+		if err == nil || attempt == reserveAttempts || !isTransient(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("sequence %q: %w", a.key, err)
+	}
+	if a.onFetch != nil {
+		a.onFetch(a.key, n, time.Since(start))
+	}
+	return first, n, nil
+}
+
+func (a *Allocator) reserveOnce(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		var cur, maxValue, step int64
+		if err := tx.QueryRow(ctx, lockRow, a.key).Scan(&cur, &maxValue, &step); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrUnknownKey
+			}
+			return fmt.Errorf("lock row: %w", err)
+		}
+		var err error
+		if n, err = rangeSize(maxValue-cur, step, want, exact); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, advanceRow, a.key, cur+n); err != nil {
+			return fmt.Errorf("advance row: %w", err)
+		}
+		first = cur + 1
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return first, n, nil
+}
+
+// rangeSize decides how many ids to reserve when left remain before max_value.
+func rangeSize(left, rowStep, want int64, exact bool) (int64, error) {
+	if exact {
+		if left < want {
+			return 0, fmt.Errorf("%w: %d ids asked, %d left", ErrExhausted, want, left)
+		}
+		return want, nil
+	}
+	n := want
+	if n <= 0 {
+		n = rowStep
+	}
+	n = min(n, left)
+	if n <= 0 {
+		return 0, ErrExhausted
+	}
+	return n, nil
+}
+
+func isTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected
+}
