@@ -431,6 +431,15 @@ func TestFailedPrefetchRetriedByNextCaller(t *testing.T) {
 	if id := mustNext(t, ctx, a); id != 1011 {
 		t.Fatalf("Next after the row is back = %d, want 1011", id)
 	}
+	// A new segment prefetches again.
+	for range 7 {
+		mustNext(t, ctx, a) // 1018 leaves 2 of 10
+	}
+	waitFor(t, "the prefetch of the new segment", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.hasReady
+	})
 }
 
 func TestUnknownKey(t *testing.T) {

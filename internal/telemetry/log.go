@@ -18,6 +18,7 @@ func NewLogger(daemon, level string) (*zap.Logger, error) {
 	cfg := zap.NewProductionConfig()
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.EncoderConfig.EncodeDuration = zapcore.StringDurationEncoder
 	cfg.Sampling = nil // every error line matters at 3 a.m.
 	log, err := cfg.Build()
 	if err != nil {

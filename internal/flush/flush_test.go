@@ -1,0 +1,282 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap/zaptest"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/grab"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv/stack"
+)
+
+var errCrash = errors.New("simulated crash")
+
+// grabbed creates an envelope and grabs n packets of it by distinct users; it
+// returns the envelope and the claims answered.
+func grabbed(t *testing.T, s *stack.Stack, count, n int) (grab.Envelope, map[string]redisstore.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := s.Svc.Create(ctx, envelope.CreateRequest{SenderID: "s", TotalCents: int64(count) * 100, Count: int64(count)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]redisstore.Claim{}
+	for i := range n {
+		u := fmt.Sprintf("u%d", i)
+		c, err := s.Svc.Grab(ctx, e.ID, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims[u] = c
+	}
+	return e, claims
+}
+
+// assertDurable checks that PostgreSQL holds exactly the answered claims,
+// that claimed_cents counts each once, and that Redis has nothing pending.
+func assertDurable(t *testing.T, s *stack.Stack, id int64, want map[string]redisstore.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := s.Pool.Query(ctx, `SELECT claimed_by, id, amount_cents FROM packets
+		WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int64{}
+	for rows.Next() {
+		var u string
+		var p, a int64
+		if err := rows.Scan(&u, &p, &a); err != nil {
+			t.Fatal(err)
+		}
+		got[u] = [2]int64{p, a}
+	}
+	var sum int64
+	for u, c := range want {
+		if got[u] != [2]int64{c.PacketID, c.AmountCents} {
+			t.Errorf("user %s: postgres has %v, answered %+v", u, got[u], c)
+		}
+		sum += c.AmountCents
+	}
+	if len(got) != len(want) {
+		t.Errorf("postgres holds %d claims, %d were answered", len(got), len(want))
+	}
+	var claimed, conflicts int64
+	if err := s.Pool.QueryRow(ctx, `SELECT claimed_cents, (SELECT count(*) FROM claim_conflicts)
+		FROM envelopes WHERE id = $1`, id).Scan(&claimed, &conflicts); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != sum || conflicts != 0 {
+		t.Errorf("claimed_cents %d (want %d), %d conflicts (want 0)", claimed, sum, conflicts)
+	}
+	pending, err := s.Redis.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for shard, n := range pending {
+		if n != 0 {
+			t.Errorf("shard %d still has %d claims pending", shard, n)
+		}
+	}
+}
+
+func newFlusher(t *testing.T, s *stack.Stack, cfg Config) *Flusher {
+	return New(s.Redis, s.PG, cfg, zaptest.NewLogger(t))
+}
+
+func TestCrashBetweenTakeAndCommit(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 50, 40)
+	ctx := context.Background()
+	crashed := newFlusher(t, s, Config{BatchSize: 15})
+	crashed.afterTake = func(int) error { return errCrash }
+	shard := s.Redis.Keys().Shard(e.ID)
+	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
+		t.Fatalf("FlushShard = %v, want the crash", err)
+	}
+	var inPG int
+	_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL`).Scan(&inPG)
+	if inPG != 0 {
+		t.Fatalf("%d claims committed before the crash point", inPG)
+	}
+	if err := newFlusher(t, s, Config{BatchSize: 15}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertDurable(t, s, e.ID, claims)
+}
+
+func TestCrashBetweenCommitAndAck(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 50, 40)
+	ctx := context.Background()
+	crashed := newFlusher(t, s, Config{BatchSize: 15})
+	crashed.afterCommit = func(int) error { return errCrash }
+	shard := s.Redis.Keys().Shard(e.ID)
+	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
+		t.Fatalf("FlushShard = %v, want the crash", err)
+	}
+	inflight, _ := s.RDB.LLen(ctx, s.Redis.Keys().Inflight(shard)).Result()
+	if inflight != 15 {
+		t.Fatalf("in flight after the crash: %d, want the batch of 15", inflight)
+	}
+	// The next flusher re-applies the committed batch first: a no-op.
+	if err := newFlusher(t, s, Config{BatchSize: 15}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertDurable(t, s, e.ID, claims)
+}
+
+func TestPostgresDownLosesNothing(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 20, 20)
+	ctx := context.Background()
+	// Port 1 on loopback refuses connections: PostgreSQL is "down".
+	down, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	broken := New(s.Redis, pgstore.New(down), Config{BatchSize: 5, MaxBackoff: 20 * time.Millisecond}, zaptest.NewLogger(t))
+	runCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := broken.Run(runCtx); err != nil {
+		t.Fatalf("Run = %v; a failing database must be retried, not fatal", err)
+	}
+	if _, err := broken.Pass(ctx); err == nil {
+		t.Fatal("Pass succeeded against a database that is down")
+	}
+	// Back up: everything answered is still there to flush.
+	if err := newFlusher(t, s, Config{BatchSize: 5}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertDurable(t, s, e.ID, claims)
+}
+
+func TestConflictIsRecordedNotOverwritten(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 10, 3)
+	ctx := context.Background()
+	victim := claims["u1"]
+	// Someone else already holds u1's packet in PostgreSQL (as after a Redis
+	// loss that re-offered it).
+	if _, err := s.Pool.Exec(ctx, `UPDATE packets SET claimed_by = 'intruder', claimed_at = now()
+		WHERE id = $1`, victim.PacketID); err != nil {
+		t.Fatal(err)
+	}
+	if err := newFlusher(t, s, Config{}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var holder, reason string
+	if err := s.Pool.QueryRow(ctx, `SELECT p.claimed_by, c.reason FROM packets p
+		JOIN claim_conflicts c ON c.packet_id = p.id AND c.user_id = 'u1' WHERE p.id = $1`,
+		victim.PacketID).Scan(&holder, &reason); err != nil {
+		t.Fatalf("conflict not recorded: %v", err)
+	}
+	if holder != "intruder" || reason != "claimed_by_another_user" {
+		t.Fatalf("packet held by %q, conflict reason %q", holder, reason)
+	}
+	var others int
+	_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE envelope_id = $1
+		AND claimed_by IN ('u0', 'u2')`, e.ID).Scan(&others)
+	if others != 2 {
+		t.Fatalf("the other claims of the batch: %d applied, want 2", others)
+	}
+}
+
+func TestMalformedClaimIsSetAside(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 10, 4)
+	ctx := context.Background()
+	shard := s.Redis.Keys().Shard(e.ID)
+	s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), "garbage")
+	if err := newFlusher(t, s, Config{}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertDurable(t, s, e.ID, claims)
+	rejected, _ := s.RDB.LRange(ctx, s.Redis.Keys().Rejected(shard), 0, -1).Result()
+	if len(rejected) != 1 || rejected[0] != "garbage" {
+		t.Fatalf("rejected list = %q", rejected)
+	}
+}
+
+func TestRepairLoadingEnvelope(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	now := s.Clock.Now()
+	// Two envelopes whose grabber died after the commit: one long ago, one
+	// just now (its grabber may still be finishing).
+	for i, created := range []time.Time{now.Add(-time.Minute), now} {
+		id := int64(1 + i)
+		row := pgstore.Envelope{ID: id, Shard: s.Redis.Keys().Shard(id), SenderID: "s", TotalCents: 30, Count: 3,
+			CreatedAt: created, ExpiresAt: created.Add(time.Hour)}
+		if err := s.PG.InsertEnvelope(ctx, row, 100*id, []int64{10, 10, 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFlusher(t, s, Config{RepairAfter: 30 * time.Second})
+	f.now = s.Clock.Now
+	for range 2 { // a second round must change nothing
+		if err := f.RepairLoading(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, _ := s.PG.Envelope(ctx, 1)
+	fresh, _ := s.PG.Envelope(ctx, 2)
+	if old.Status != "open" || fresh.Status != "loading" {
+		t.Fatalf("statuses after repair: old %s, fresh %s", old.Status, fresh.Status)
+	}
+	if n, _ := s.RDB.LLen(ctx, s.Redis.Keys().Pool(1)).Result(); n != 3 {
+		t.Fatalf("repaired pool holds %d packets, want 3 (loaded once)", n)
+	}
+	if _, err := s.Svc.Grab(ctx, 1, "u"); err != nil {
+		t.Fatalf("grab from the repaired envelope: %v", err)
+	}
+	if _, err := s.Svc.Grab(ctx, 2, "u"); !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("grab from an envelope still loading: %v, want unavailable", err)
+	}
+}
+
+func TestRunFlushesAndStopsOnCancel(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 30, 25)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- newFlusher(t, s, Config{BatchSize: 10, IdleWait: 10 * time.Millisecond}).Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL`).Scan(&n)
+		if n == len(claims) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d claims flushed after 10s", n, len(claims))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	assertDurable(t, s, e.ID, claims)
+}

@@ -1,0 +1,374 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"redpacket/internal/pgstore"
+)
+
+// maxBody is the documented body limit (64 KiB).
+const maxBody = 64 << 10
+
+// padded returns the JSON object of fields (without braces), padded with
+// whitespace inside the braces to exactly size bytes: a valid body whose only
+// fault, if any, is its size.
+func padded(fields string, size int) string {
+	s := "{" + fields
+	return s + strings.Repeat(" ", size-len(s)-1) + "}"
+}
+
+// badBodies are bodies every JSON endpoint rejects with invalid_argument
+// whatever the fields, with a piece of the message to expect ("" for any).
+var badBodies = []struct {
+	name, body, msg string
+}{
+	{"empty body", "", "JSON object"},
+	{"blank body", " \n\t", "JSON object"},
+	{"array", "[]", "JSON object"},
+	{"string", `"x"`, "JSON object"},
+	{"null", "null", "JSON object"},
+	{"number", "42", "JSON object"},
+	{"true", "true", "JSON object"},
+	{"truncated object", `{"a":`, ""},
+	{"unquoted key", `{a:1}`, ""},
+	{"single quotes", `{'a':1}`, ""},
+	{"not JSON at all", "hello", "JSON object"},
+}
+
+// trailers follow a valid object and make the body invalid.
+var trailers = []struct{ name, tail string }{
+	{"two objects", `{}`},
+	{"two objects with a space", ` {"x":1}`},
+	{"trailing word", ` x`},
+	{"trailing brace", `}`},
+	{"trailing bracket", `]`},
+	{"trailing comma", `,`},
+	{"trailing number", ` 1`},
+	{"trailing open brace", `{`},
+}
+
+func TestCreateInvalidArgument(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	const valid = `"sender_id":"u-1","total_cents":100,"count":10`
+	type tc struct{ name, body, msg string }
+	cases := []tc{
+		{"sender_id missing", `{"total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id empty", `{"sender_id":"","total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id null", `{"sender_id":null,"total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id 65 chars", `{"sender_id":"` + strings.Repeat("a", 65) + `","total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id space", `{"sender_id":"u 1","total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id slash", `{"sender_id":"u/1","total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id non-ASCII", `{"sender_id":"ü","total_cents":100,"count":1}`, "sender_id"},
+		{"sender_id NUL", `{"sender_id":"u\u0000","total_cents":100,"count":1}`, "sender_id"},
+		{"total_cents missing", `{"sender_id":"u-1","count":1}`, "total_cents"},
+		{"total_cents 0", `{"sender_id":"u-1","total_cents":0,"count":1}`, "total_cents"},
+		{"total_cents negative", `{"sender_id":"u-1","total_cents":-5,"count":1}`, "total_cents"},
+		{"total_cents over max", `{"sender_id":"u-1","total_cents":100000001,"count":1}`, "total_cents"},
+		{"total_cents below count", `{"sender_id":"u-1","total_cents":9,"count":10}`, "total_cents"},
+		{"count missing", `{"sender_id":"u-1","total_cents":100}`, "count"},
+		{"count 0", `{"sender_id":"u-1","total_cents":100,"count":0}`, "count"},
+		{"count negative", `{"sender_id":"u-1","total_cents":100,"count":-1}`, "count"},
+		{"count over max", `{"sender_id":"u-1","total_cents":100000000,"count":100001}`, "count"},
+		{"expires_in_seconds 0", `{` + valid + `,"expires_in_seconds":0}`, "expires_in_seconds"},
+		{"expires_in_seconds negative", `{` + valid + `,"expires_in_seconds":-1}`, "expires_in_seconds"},
+		{"expires_in_seconds over 7 days", `{` + valid + `,"expires_in_seconds":604801}`, "expires_in_seconds"},
+		{"unknown field", `{` + valid + `,"colour":"red"}`, "colour"},
+		{"share_code is not an input", `{` + valid + `,"share_code":"123"}`, "share_code"},
+		{"count as string", `{"sender_id":"u-1","total_cents":100,"count":"10"}`, "count"},
+		{"count as bool", `{"sender_id":"u-1","total_cents":100,"count":true}`, "count"},
+		{"count fractional", `{"sender_id":"u-1","total_cents":100,"count":1.5}`, "count"},
+		{"count exponent", `{"sender_id":"u-1","total_cents":100,"count":1e1}`, "count"},
+		{"count overflows int64", `{"sender_id":"u-1","total_cents":100,"count":99999999999999999999}`, "count"},
+		{"total_cents as string", `{"sender_id":"u-1","total_cents":"100","count":1}`, "total_cents"},
+		{"sender_id as number", `{"sender_id":5,"total_cents":100,"count":1}`, "sender_id"},
+		{"expires_in_seconds as string", `{` + valid + `,"expires_in_seconds":"60"}`, "expires_in_seconds"},
+		{"body over 64 KiB", padded(valid, maxBody+1), "larger"},
+	}
+	for _, b := range badBodies {
+		cases = append(cases, tc{b.name, b.body, b.msg})
+	}
+	for _, tr := range trailers {
+		cases = append(cases, tc{tr.name, `{` + valid + `}` + tr.tail, ""})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := c.do("POST", "/v1/envelopes", tc.body)
+			msg := requireError(t, a, http.StatusBadRequest, "invalid_argument")
+			if !strings.Contains(msg, tc.msg) {
+				t.Errorf("message %q does not name %q", msg, tc.msg)
+			}
+			// No subtest creates anything, so the table must still be empty.
+			if n := envelopeRows(t, s); n != 0 {
+				t.Errorf("envelopes table has %d rows after a rejected create, want 0", n)
+			}
+		})
+	}
+}
+
+func TestGrabInvalidArgument(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	env := c.createN(500, 5, 3600)
+	type tc struct{ name, body, msg string }
+	cases := []tc{
+		{"user_id missing", `{}`, "user_id"},
+		{"user_id empty", `{"user_id":""}`, "user_id"},
+		{"user_id null", `{"user_id":null}`, "user_id"},
+		{"user_id 65 chars", `{"user_id":"` + strings.Repeat("u", 65) + `"}`, "user_id"},
+		{"user_id space", `{"user_id":"a b"}`, "user_id"},
+		{"user_id star", `{"user_id":"a*"}`, "user_id"},
+		{"user_id non-ASCII", `{"user_id":"用户"}`, "user_id"},
+		{"user_id as number", `{"user_id":42}`, "user_id"},
+		{"user_id as object", `{"user_id":{"id":"a"}}`, "user_id"},
+		{"unknown field", `{"user_id":"u-1","amount":5}`, "amount"},
+		{"body over 64 KiB", padded(`"user_id":"u-1"`, maxBody+1), "larger"},
+	}
+	for _, b := range badBodies {
+		cases = append(cases, tc{b.name, b.body, b.msg})
+	}
+	for _, tr := range trailers {
+		cases = append(cases, tc{tr.name, `{"user_id":"u-1"}` + tr.tail, ""})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := c.do("POST", grabPath(env.EnvelopeID), tc.body)
+			msg := requireError(t, a, http.StatusBadRequest, "invalid_argument")
+			if !strings.Contains(msg, tc.msg) {
+				t.Errorf("message %q does not name %q", msg, tc.msg)
+			}
+			// No subtest grabs anything, so nothing may be gone.
+			if st := c.status(env.EnvelopeID); st.RemainingCount != 5 || st.GrabbedCount != 0 || st.GrabbedCents != 0 {
+				t.Errorf("after a rejected grab: remaining %d, grabbed %d (%d cents), want 5, 0 (0)",
+					st.RemainingCount, st.GrabbedCount, st.GrabbedCents)
+			}
+		})
+	}
+}
+
+func TestEnvelopeIDInvalidArgument(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	for _, id := range []string{"abc", "0", "-1", "00", "1.5", "1e3", "0x10", "%201",
+		"99999999999999999999", "9223372036854775808", "-9223372036854775808"} {
+		for _, r := range []struct{ method, path, body string }{
+			{"GET", "/v1/envelopes/" + id, ""},
+			{"POST", "/v1/envelopes/" + id + "/grab", `{"user_id":"u-1"}`},
+		} {
+			t.Run(r.method+" "+r.path, func(t *testing.T) {
+				t.Parallel()
+				msg := requireError(t, c.do(r.method, r.path, r.body), http.StatusBadRequest, "invalid_argument")
+				if !strings.Contains(msg, "envelope_id") {
+					t.Errorf("message %q does not name envelope_id", msg)
+				}
+			})
+		}
+	}
+}
+
+func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
+	s, c := newAuthClient(t)
+	body := `{"sender_id":"u-1","total_cents":100,"count":1}`
+	for _, tc := range []struct{ name, auth string }{
+		{"missing header", ""},
+		{"wrong token", "Bearer not-the-token"},
+		{"token prefix", "Bearer " + testToken[:len(testToken)-1]},
+		{"token with suffix", "Bearer " + testToken + "x"},
+		{"empty bearer", "Bearer "},
+		{"bare scheme", "Bearer"},
+		{"token without scheme", testToken},
+		{"basic scheme", "Basic dXNlcjpzM2NyZXQtdG9rZW4="},
+		{"basic scheme with the token", "Basic " + testToken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := map[string]string{}
+			if tc.auth != "" {
+				h["Authorization"] = tc.auth
+			}
+			for _, r := range []struct{ method, path, body string }{
+				{"POST", "/v1/envelopes", body},
+				{"GET", "/v1/envelopes/1001", ""},
+				{"POST", "/v1/envelopes/1001/grab", `{"user_id":"u-1"}`},
+				{"GET", "/v1/no-such-route", ""},
+			} {
+				requireError(t, c.doHeaders(r.method, r.path, r.body, h), http.StatusUnauthorized, "unauthenticated")
+			}
+			if n := envelopeRows(t, s); n != 0 {
+				t.Errorf("envelopes table has %d rows after unauthenticated creates, want 0", n)
+			}
+		})
+	}
+	t.Run("probes need no token", func(t *testing.T) {
+		t.Parallel()
+		for _, p := range []string{"/healthz", "/readyz"} {
+			if a := c.do("GET", p, ""); a.Status != http.StatusOK {
+				t.Errorf("GET %s without a token: %s, want 200", p, a)
+			}
+		}
+	})
+	t.Run("right token passes", func(t *testing.T) {
+		t.Parallel()
+		c := c
+		c.token = testToken
+		// An id no envelope has: past auth, the answer is not_found.
+		requireError(t, c.do("GET", "/v1/envelopes/999999999", ""), http.StatusNotFound, "not_found")
+		// Each subtest uses its own sender, so the count is this one's.
+		env := c.create(`{"sender_id":"token-holder","total_cents":100,"count":1}`)
+		if g := c.grab(env.EnvelopeID, "u-1"); g.AmountCents != 100 {
+			t.Errorf("grab with the token: amount %d, want 100", g.AmountCents)
+		}
+	})
+}
+
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	env := c.createN(100, 1, 3600)
+	missing := env.EnvelopeID + 1_000_000
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", grabPath(missing), `{"user_id":"u-1"}`},
+		{"GET", statusPath(missing), ""},
+		{"GET", statusPath(1), ""},
+		{"GET", statusPath(9007199254740991), ""},
+		{"GET", "/", ""},
+		{"GET", "/nope", ""},
+		{"GET", "/v1", ""},
+		{"GET", "/v1/", ""},
+		{"GET", "/v1/nope", ""},
+		{"POST", "/v1/envelopes/", `{}`},
+		{"GET", statusPath(env.EnvelopeID) + "/", ""},
+		{"POST", grabPath(env.EnvelopeID) + "/x", `{"user_id":"u-1"}`},
+		{"GET", "/v1/envelopes/by-code/", ""},
+		{"GET", "/metricsx", ""},
+	} {
+		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			t.Parallel()
+			requireError(t, c.do(r.method, r.path, r.body), http.StatusNotFound, "not_found")
+		})
+	}
+	// A grab of a missing envelope creates nothing for it.
+	if a := c.do("GET", statusPath(missing), ""); a.Status != http.StatusNotFound {
+		t.Errorf("status of a missing envelope after grabbing it: %s, want 404", a)
+	}
+}
+
+func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	env := c.createN(100, 1, 3600)
+	for _, r := range []struct{ method, path string }{
+		{"DELETE", "/v1/envelopes/1"},
+		{"DELETE", statusPath(env.EnvelopeID)},
+		{"PUT", statusPath(env.EnvelopeID)},
+		{"PATCH", statusPath(env.EnvelopeID)},
+		{"POST", statusPath(env.EnvelopeID)},
+		{"GET", "/v1/envelopes"},
+		{"PUT", "/v1/envelopes"},
+		{"DELETE", "/v1/envelopes"},
+		{"GET", grabPath(env.EnvelopeID)},
+		{"PUT", grabPath(env.EnvelopeID)},
+		{"POST", "/healthz"},
+		{"DELETE", "/readyz"},
+		{"OPTIONS", "/v1/envelopes"},
+	} {
+		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			t.Parallel()
+			msg := requireError(t, c.do(r.method, r.path, `{"user_id":"u-1"}`), http.StatusMethodNotAllowed, "method_not_allowed")
+			if !strings.Contains(msg, r.method) {
+				t.Errorf("message %q does not name the method %s", msg, r.method)
+			}
+		})
+	}
+	// None of those took the only packet.
+	if st := c.status(env.EnvelopeID); st.RemainingCount != 1 {
+		t.Errorf("remaining %d after rejected methods, want 1", st.RemainingCount)
+	}
+}
+
+func TestSoldOut(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	env := c.createN(77, 1, 3600)
+	first := c.grab(env.EnvelopeID, "user-a")
+	if first.Repeat || first.AmountCents != 77 {
+		t.Fatalf("first grab: %+v, want amount 77, repeat false", first)
+	}
+	requireError(t, c.grabAnswer(env.EnvelopeID, "user-b"), http.StatusConflict, "sold_out")
+	again := c.grab(env.EnvelopeID, "user-a")
+	if !again.Repeat {
+		t.Errorf("user-a again: repeat false, want true")
+	}
+	if again.PacketID != first.PacketID || again.AmountCents != first.AmountCents ||
+		again.GrabbedAt != first.GrabbedAt || again.EnvelopeID != first.EnvelopeID {
+		t.Errorf("user-a again: %+v, want the first answer %+v", again, first)
+	}
+	// user-b's failed attempt took nothing and is still refused.
+	requireError(t, c.grabAnswer(env.EnvelopeID, "user-b"), http.StatusConflict, "sold_out")
+	st := c.status(env.EnvelopeID)
+	if st.GrabbedCount != 1 || st.GrabbedCents != 77 || st.RemainingCount != 0 || st.Status != "sold_out" {
+		t.Errorf("status after selling out: %+v", st)
+	}
+}
+
+func TestExpired(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	env := c.createN(1000, 10, 60)
+	first := c.grab(env.EnvelopeID, "holder")
+	expiresAt := parseTime(t, "expires_at", env.ExpiresAt)
+	setClock(s, expiresAt.Add(time.Millisecond))
+
+	requireError(t, c.grabAnswer(env.EnvelopeID, "newcomer"), http.StatusConflict, "expired")
+	again := c.grab(env.EnvelopeID, "holder")
+	if !again.Repeat || again.PacketID != first.PacketID || again.AmountCents != first.AmountCents ||
+		again.GrabbedAt != first.GrabbedAt {
+		t.Errorf("holder after expiry: %+v, want the repeat of %+v", again, first)
+	}
+	st := c.status(env.EnvelopeID)
+	if st.Status != "expired" || st.GrabbedCount != 1 || st.RemainingCount != 9 || st.GrabbedCents != first.AmountCents {
+		t.Errorf("status after expiry: %+v", st)
+	}
+}
+
+func TestUnavailableWhileLoading(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	// Far above what the test's sequences hand out.
+	const id, firstPacket = 7_000_000_001, 9_000_000_000_001
+	now := s.Clock.Now().UTC().Truncate(time.Millisecond)
+	err := s.PG.InsertEnvelope(context.Background(), pgstore.Envelope{
+		ID: id, Shard: s.Redis.Keys().Shard(id), SenderID: "u-1", TotalCents: 300, Count: 3,
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+	}, firstPacket, []int64{100, 100, 100})
+	if err != nil {
+		t.Fatalf("insert loading envelope: %v", err)
+	}
+	for _, user := range []string{"user-a", "user-b", "user-a"} {
+		requireError(t, c.grabAnswer(id, user), http.StatusServiceUnavailable, "unavailable")
+	}
+	st := c.status(id)
+	if st.Status != "loading" || st.GrabbedCount != 0 || st.GrabbedCents != 0 {
+		t.Errorf("status of a loading envelope: %+v", st)
+	}
+	// The refused grabs left nothing in PostgreSQL either.
+	var claimed int
+	if err := s.Pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM packets WHERE envelope_id = $1 AND claimed_by IS NOT NULL", id).Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != 0 {
+		t.Errorf("%d packets claimed in PostgreSQL, want 0", claimed)
+	}
+	if e, err := s.PG.Envelope(context.Background(), id); err != nil || e.Status != "loading" {
+		t.Errorf("envelope after refused grabs: %+v, %v; want still loading", e, errors.Unwrap(err))
+	}
+}
