@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -119,7 +120,9 @@ func parseGrabReply(reply []any) (Claim, error) {
 // parseClaim reads "<packet>:<amount>:<grabbed_ms>".
 func parseClaim(raw string) (Claim, error) {
 	f, rest, err := splitInts(raw, 3)
-	if err != nil || rest != "" {
+	// splitInts gives rest "" both at the end of raw and after a trailing
+	// colon; a claim ends with its timestamp, never with a colon.
+	if err != nil || rest != "" || strings.HasSuffix(raw, ":") {
 		return Claim{}, fmt.Errorf("malformed claim %q", raw)
 	}
 	return Claim{PacketID: f[0], AmountCents: f[1], GrabbedAt: time.UnixMilli(f[2]).UTC()}, nil

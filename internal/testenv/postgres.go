@@ -48,17 +48,7 @@ func PostgresURL(t testing.TB) string {
 	}); err != nil {
 		t.Fatalf("testenv: create test database: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err := withAdmin(ctx, admin, func(c *pgx.Conn) error {
-			_, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-			return err
-		})
-		if err != nil {
-			t.Logf("testenv: drop %s: %v", name, err)
-		}
-	})
+	t.Cleanup(func() { dropDatabase(t, admin, name) })
 	return withDatabase(admin, name)
 }
 
@@ -170,4 +160,34 @@ func withDatabase(serverURL, db string) string {
 	}
 	u.Path = "/" + db
 	return u.String()
+}
+
+// EmptyPostgresURL returns the URL of a new, empty database (no schema),
+// dropped when the test ends: for tests of migrating itself.
+func EmptyPostgresURL(t testing.TB) string {
+	t.Helper()
+	admin := pgServer.get(t, []string{"TEST_DATABASE_URL", "DATABASE_URL"}, startPostgres)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := Name("rp_e_")
+	if err := withAdmin(ctx, admin, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+		return err
+	}); err != nil {
+		t.Fatalf("testenv: create empty database: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(t, admin, name) })
+	return withDatabase(admin, name)
+}
+
+func dropDatabase(t testing.TB, admin, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := withAdmin(ctx, admin, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		return err
+	})
+	if err != nil {
+		t.Logf("testenv: drop %s: %v", name, err)
+	}
 }

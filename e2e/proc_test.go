@@ -1,0 +1,155 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds cmd/grabber and cmd/flusher once per test process.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "redpacket-e2e-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "redpacket/cmd/grabber", "redpacket/cmd/flusher")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// proc is a running daemon whose output goes to the test log on failure.
+type proc struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+func start(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), bin), args...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &proc{cmd: cmd, out: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", bin, p.out)
+		}
+	})
+	return p
+}
+
+// run runs a command to completion and returns its exit code and output.
+func run(t *testing.T, bin string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), bin), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// stop sends SIGTERM and waits: the daemon must exit 0 within 10 s.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s exited with %v after SIGTERM", p.cmd.Path, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s still running 10s after SIGTERM", p.cmd.Path)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitReady polls url until it answers 200 or 15 s pass.
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after 15s", url)
+}
+
+// call does a JSON request and decodes the answer into out (when not nil).
+func call(t *testing.T, method, url, token, body string, out any) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %q: %v", method, url, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}

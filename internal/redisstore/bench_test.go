@@ -1,0 +1,61 @@
+package redisstore_test
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"redpacket/internal/redisstore"
+)
+
+// BenchmarkGrab measures granted grabs of distinct users on one envelope,
+// loading a fresh envelope whenever the current one sells out.
+func BenchmarkGrab(b *testing.B) {
+	s, _ := newStore(b)
+	ctx := ctxT(b)
+	const perEnvelope = 100_000
+	now := time.Now()
+	var (
+		mu      sync.Mutex
+		current atomic.Int64
+		user    atomic.Int64
+	)
+	reload := func(soldOut int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if current.Load() != soldOut {
+			return // another goroutine reloaded already
+		}
+		next := soldOut + 1
+		ps, total := makePackets(next*1_000_000, perEnvelope)
+		if _, err := s.LoadEnvelope(ctx, next, now.Add(time.Hour), total, ps); err != nil {
+			b.Error(err)
+			return
+		}
+		current.Store(next)
+	}
+	reload(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u := "bench-user-" + strconv.FormatInt(user.Add(1), 10)
+			for {
+				id := current.Load()
+				_, err := s.Grab(ctx, id, u, now)
+				if errors.Is(err, redisstore.ErrSoldOut) {
+					reload(id)
+					continue
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				break
+			}
+		}
+	})
+}

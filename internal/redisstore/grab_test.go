@@ -1,0 +1,289 @@
+package redisstore_test
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"redpacket/internal/redisstore"
+)
+
+func TestGrabNotLoaded(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	_, err := s.Grab(ctx, 5, "alice", time.Now())
+	if !errors.Is(err, redisstore.ErrNotLoaded) {
+		t.Fatalf("grab of unknown envelope = %v, want ErrNotLoaded", err)
+	}
+	k := s.Keys()
+	for _, key := range []string{k.Meta(5), k.Pool(5), k.Claims(5), k.Consumed(k.Shard(5))} {
+		if exists(t, rdb, key) {
+			t.Errorf("%s created by a refused grab", key)
+		}
+	}
+}
+
+func TestGrabGrantedAndRepeat(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	k := s.Keys()
+	const id = 9
+	now := time.Now()
+	packets, _ := load(t, s, id, 5, now)
+
+	first, err := s.Grab(ctx, id, "alice", now)
+	if err != nil {
+		t.Fatalf("grab: %v", err)
+	}
+	if first.Repeat {
+		t.Errorf("first grab has Repeat set")
+	}
+	amount, ok := packets[first.PacketID]
+	if !ok || amount != first.AmountCents {
+		t.Fatalf("claim %+v: not a loaded packet (amount %d, known %v)", first, amount, ok)
+	}
+	if !first.GrabbedAt.Equal(ms(now)) {
+		t.Errorf("GrabbedAt = %v, want %v", first.GrabbedAt, ms(now))
+	}
+	pool := lrange(t, rdb, k.Pool(id))
+	if len(pool) != 4 {
+		t.Fatalf("pool length %d after one grab, want 4", len(pool))
+	}
+	for _, p := range pool {
+		if p == fmt.Sprintf("%d:%d", first.PacketID, first.AmountCents) {
+			t.Errorf("granted packet still in the pool")
+		}
+	}
+
+	// The same user again, later: the same claim, nothing popped or queued.
+	again, err := s.Grab(ctx, id, "alice", now.Add(3*time.Second))
+	if err != nil {
+		t.Fatalf("repeat grab: %v", err)
+	}
+	want := first
+	want.Repeat = true
+	if again != want {
+		t.Errorf("repeat = %+v, want %+v", again, want)
+	}
+	if n := llen(t, rdb, k.Pool(id)); n != 4 {
+		t.Errorf("pool length %d after repeat, want 4", n)
+	}
+	if n := llen(t, rdb, k.Consumed(k.Shard(id))); n != 1 {
+		t.Errorf("consumed holds %d claims, want 1", n)
+	}
+	// Another user gets another packet.
+	other, err := s.Grab(ctx, id, "bob", now)
+	if err != nil || other.PacketID == first.PacketID || other.Repeat {
+		t.Errorf("bob's grab = %+v, %v; want a new, different packet", other, err)
+	}
+}
+
+func TestGrabClosedStatus(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	const id = 10
+	now := time.Now()
+	load(t, s, id, 5, now)
+	held, err := s.Grab(ctx, id, "holder", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []string{"closed", "suspended", "loading", ""} {
+		if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", status).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Grab(ctx, id, "late", now); !errors.Is(err, redisstore.ErrClosed) {
+			t.Errorf("status %q: grab = %v, want ErrClosed", status, err)
+		}
+		c, err := s.Grab(ctx, id, "holder", now)
+		if err != nil || !c.Repeat || c.PacketID != held.PacketID {
+			t.Errorf("status %q: holder's repeat = %+v, %v; want their packet %d", status, c, err, held.PacketID)
+		}
+	}
+	if n := llen(t, rdb, s.Keys().Pool(id)); n != 4 {
+		t.Errorf("pool length %d, want 4: a closed envelope gave a packet", n)
+	}
+	if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", "open").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Grab(ctx, id, "late", now); err != nil {
+		t.Errorf("grab after reopening = %v", err)
+	}
+}
+
+func TestGrabExpiry(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := ctxT(t)
+	const id = 11
+	expires := time.UnixMilli(1_800_000_000_000)
+	ps, total := makePackets(1, 3)
+	if _, err := s.LoadEnvelope(ctx, id, expires, total, ps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Millisecond)); !errors.Is(err, redisstore.ErrClosed) {
+		t.Errorf("grab 1ms after expiry = %v, want ErrClosed", err)
+	}
+	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Hour)); !errors.Is(err, redisstore.ErrClosed) {
+		t.Errorf("grab an hour after expiry = %v, want ErrClosed", err)
+	}
+	c, err := s.Grab(ctx, id, "ontime", expires)
+	if err != nil {
+		t.Fatalf("grab at expiry = %v, want granted", err)
+	}
+	if !c.GrabbedAt.Equal(expires) {
+		t.Errorf("GrabbedAt = %v, want %v", c.GrabbedAt, expires)
+	}
+	again, err := s.Grab(ctx, id, "ontime", expires.Add(time.Hour))
+	if err != nil || !again.Repeat || again.PacketID != c.PacketID || !again.GrabbedAt.Equal(c.GrabbedAt) {
+		t.Errorf("holder's repeat after expiry = %+v, %v; want %+v", again, err, c)
+	}
+	if _, err := s.Grab(ctx, id, "early", expires.Add(-time.Second)); err != nil {
+		t.Errorf("grab before expiry = %v", err)
+	}
+}
+
+func TestGrabSoldOut(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	k := s.Keys()
+	const id = 12
+	now := time.Now()
+	packets, total := load(t, s, id, 2, now)
+	a, errA := s.Grab(ctx, id, "a", now)
+	b, errB := s.Grab(ctx, id, "b", now)
+	if errA != nil || errB != nil || a.PacketID == b.PacketID {
+		t.Fatalf("grabs = %+v %v, %+v %v", a, errA, b, errB)
+	}
+	if _, ok := packets[a.PacketID]; !ok {
+		t.Errorf("unknown packet %d", a.PacketID)
+	}
+	if _, err := s.Grab(ctx, id, "c", now); !errors.Is(err, redisstore.ErrSoldOut) {
+		t.Errorf("grab of an empty pool = %v, want ErrSoldOut", err)
+	}
+	if _, err := s.Grab(ctx, id, "c", now); !errors.Is(err, redisstore.ErrSoldOut) {
+		t.Errorf("second grab of an empty pool = %v, want ErrSoldOut", err)
+	}
+	for _, held := range []redisstore.Claim{a, b} {
+		user := map[int64]string{a.PacketID: "a", b.PacketID: "b"}[held.PacketID]
+		c, err := s.Grab(ctx, id, user, now.Add(time.Second))
+		held.Repeat = true
+		if err != nil || c != held {
+			t.Errorf("%s's repeat after sold out = %+v, %v; want %+v", user, c, err, held)
+		}
+	}
+	if n := llen(t, rdb, k.Consumed(k.Shard(id))); n != 2 {
+		t.Errorf("consumed holds %d, want 2", n)
+	}
+	if n, _ := rdb.HLen(ctx, k.Claims(id)).Result(); n != 2 {
+		t.Errorf("claims hash holds %d, want 2", n)
+	}
+	live, err := s.Live(ctx, id)
+	if err != nil || live.Remaining != 0 || live.GrabbedCents != total {
+		t.Errorf("Live = %+v, %v; want 0 remaining, %d grabbed", live, err, total)
+	}
+}
+
+func TestGrabUserIDsRoundTrip(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	k := s.Keys()
+	const id = 13
+	now := time.UnixMilli(1_700_000_000_456)
+	ps, total := makePackets(1, 10)
+	if _, err := s.LoadEnvelope(ctx, id, now.Add(time.Hour), total, ps); err != nil {
+		t.Fatal(err)
+	}
+	users := []string{"a:b", "x@y.z", "wx:123@corp:9", ":lead", "trail:", "::", "名字:@", "1:2:3:4:5"}
+	got := map[string]redisstore.Claim{}
+	for _, u := range users {
+		c, err := s.Grab(ctx, id, u, now)
+		if err != nil {
+			t.Fatalf("grab by %q: %v", u, err)
+		}
+		got[u] = c
+		// The repeat is found under the same id.
+		if r, err := s.Grab(ctx, id, u, now); err != nil || !r.Repeat || r.PacketID != c.PacketID {
+			t.Errorf("repeat by %q = %+v, %v", u, r, err)
+		}
+	}
+	queued := lrange(t, rdb, k.Consumed(k.Shard(id)))
+	if len(queued) != len(users) {
+		t.Fatalf("consumed holds %d, want %d", len(queued), len(users))
+	}
+	seen := map[string]bool{}
+	for _, raw := range queued {
+		q, err := redisstore.ParseQueued(raw)
+		if err != nil {
+			t.Fatalf("ParseQueued(%q): %v", raw, err)
+		}
+		c, ok := got[q.UserID]
+		if !ok || seen[q.UserID] {
+			t.Fatalf("queued claim %q: user %q unknown or repeated", raw, q.UserID)
+		}
+		seen[q.UserID] = true
+		want := redisstore.QueuedClaim{EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents,
+			UserID: q.UserID, GrabbedAt: ms(now)}
+		if q != want {
+			t.Errorf("ParseQueued(%q) = %+v, want %+v", raw, q, want)
+		}
+	}
+}
+
+func TestGrabbedCentsAndLive(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	const id = 14
+	now := time.Now()
+	packets, total := load(t, s, id, 20, now)
+	var sum int64
+	for u := range 13 {
+		c, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if packets[c.PacketID] != c.AmountCents {
+			t.Fatalf("claim %+v: amount differs from the loaded %d", c, packets[c.PacketID])
+		}
+		sum += c.AmountCents
+		// A repeat adds nothing.
+		if _, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sum == 0 || sum == total {
+		t.Fatalf("bad fixture: sum %d of total %d", sum, total)
+	}
+	got, err := rdb.HGet(ctx, s.Keys().Meta(id), "grabbed_cents").Int64()
+	if err != nil || got != sum {
+		t.Errorf("meta grabbed_cents = %d, %v; want %d", got, err, sum)
+	}
+	live, err := s.Live(ctx, id)
+	want := redisstore.Live{Loaded: true, Status: "open", Remaining: 7, GrabbedCents: sum}
+	if err != nil || live != want {
+		t.Errorf("Live = %+v, %v; want %+v", live, err, want)
+	}
+	if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", "closed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.Live(ctx, id); err != nil || live.Status != "closed" {
+		t.Errorf("Live after close = %+v, %v", live, err)
+	}
+}
+
+func TestLiveUnknown(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	live, err := s.Live(ctxT(t), 404)
+	if err != nil || live != (redisstore.Live{}) {
+		t.Errorf("Live(unknown) = %+v, %v; want zero Live, nil", live, err)
+	}
+}

@@ -1,0 +1,149 @@
+package redisstore_test
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"redpacket/internal/redisstore"
+)
+
+func TestLoadEnvelope(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	k := s.Keys()
+	const id = 42
+	expires := time.UnixMilli(1_900_000_000_123)
+	ps, total := makePackets(500, 10)
+
+	loaded, err := s.LoadEnvelope(ctx, id, expires, total, ps)
+	if err != nil || !loaded {
+		t.Fatalf("first LoadEnvelope = %v, %v; want true, nil", loaded, err)
+	}
+	pool := lrange(t, rdb, k.Pool(id))
+	if len(pool) != len(ps) {
+		t.Fatalf("pool holds %d packets, want %d", len(pool), len(ps))
+	}
+	for i, p := range ps {
+		if want := fmt.Sprintf("%d:%d", p.ID, p.AmountCents); pool[i] != want {
+			t.Errorf("pool[%d] = %q, want %q", i, pool[i], want)
+		}
+	}
+	meta, err := rdb.HGetAll(ctx, k.Meta(id)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMeta := map[string]string{
+		"status": "open", "expires": "1900000000123", "count": "10",
+		"total": strconv.FormatInt(total, 10), "grabbed_cents": "0",
+	}
+	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
+		t.Errorf("meta = %v, want %v", meta, wantMeta)
+	}
+	if exists(t, rdb, k.Claims(id)) {
+		t.Errorf("claims hash exists before any grab")
+	}
+
+	// Some grabs, then loading again (with other packets) changes nothing.
+	now := expires.Add(-time.Minute)
+	for u := range 3 {
+		if _, err := s.Grab(ctx, id, fmt.Sprintf("u%d", u), now); err != nil {
+			t.Fatalf("grab: %v", err)
+		}
+	}
+	poolBefore := lrange(t, rdb, k.Pool(id))
+	metaBefore, _ := rdb.HGetAll(ctx, k.Meta(id)).Result()
+	other, otherTotal := makePackets(900, 50)
+	loaded, err = s.LoadEnvelope(ctx, id, expires.Add(time.Hour), otherTotal, other)
+	if err != nil || loaded {
+		t.Fatalf("second LoadEnvelope = %v, %v; want false, nil", loaded, err)
+	}
+	if got := lrange(t, rdb, k.Pool(id)); fmt.Sprint(got) != fmt.Sprint(poolBefore) || len(got) != 7 {
+		t.Errorf("pool after second load = %v, want %v (7 packets)", got, poolBefore)
+	}
+	metaAfter, _ := rdb.HGetAll(ctx, k.Meta(id)).Result()
+	if fmt.Sprint(metaAfter) != fmt.Sprint(metaBefore) {
+		t.Errorf("meta after second load = %v, want %v", metaAfter, metaBefore)
+	}
+	if n, _ := rdb.HLen(ctx, k.Claims(id)).Result(); n != 3 {
+		t.Errorf("claims after second load: %d, want 3", n)
+	}
+}
+
+func TestLoadEnvelopeInconsistent(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	k := s.Keys()
+	ps, total := makePackets(1, 5)
+	expires := time.Now().Add(time.Hour)
+
+	t.Run("pool without meta", func(t *testing.T) {
+		const id = 7
+		if err := rdb.RPush(ctx, k.Pool(id), "99:3").Err(); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := s.LoadEnvelope(ctx, id, expires, total, ps)
+		if !errors.Is(err, redisstore.ErrInconsistent) || loaded {
+			t.Fatalf("LoadEnvelope = %v, %v; want false, ErrInconsistent", loaded, err)
+		}
+		if got := lrange(t, rdb, k.Pool(id)); len(got) != 1 || got[0] != "99:3" {
+			t.Errorf("pool changed to %v", got)
+		}
+		if exists(t, rdb, k.Meta(id)) || exists(t, rdb, k.Claims(id)) {
+			t.Errorf("meta or claims written")
+		}
+	})
+	t.Run("claims without meta", func(t *testing.T) {
+		const id = 8
+		if err := rdb.HSet(ctx, k.Claims(id), "alice", "5:3:1000").Err(); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := s.LoadEnvelope(ctx, id, expires, total, ps)
+		if !errors.Is(err, redisstore.ErrInconsistent) || loaded {
+			t.Fatalf("LoadEnvelope = %v, %v; want false, ErrInconsistent", loaded, err)
+		}
+		if exists(t, rdb, k.Pool(id)) || exists(t, rdb, k.Meta(id)) {
+			t.Errorf("pool or meta written")
+		}
+		if got, _ := rdb.HGetAll(ctx, k.Claims(id)).Result(); len(got) != 1 || got["alice"] != "5:3:1000" {
+			t.Errorf("claims changed to %v", got)
+		}
+		// And such an envelope is not grabbable: no meta means not loaded.
+		if _, err := s.Grab(ctx, id, "bob", time.Now()); !errors.Is(err, redisstore.ErrNotLoaded) {
+			t.Errorf("grab = %v, want ErrNotLoaded", err)
+		}
+	})
+}
+
+func TestLoadEnvelopeLarge(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	const id, n = 77, 100_000
+	ps, total := makePackets(1, n)
+	loaded, err := s.LoadEnvelope(ctx, id, time.Now().Add(time.Hour), total, ps)
+	if err != nil || !loaded {
+		t.Fatalf("LoadEnvelope = %v, %v", loaded, err)
+	}
+	if got := llen(t, rdb, s.Keys().Pool(id)); got != n {
+		t.Fatalf("pool length %d, want %d", got, n)
+	}
+	// Chunk edges keep order: first, around 1000, last.
+	for _, i := range []int64{0, 999, 1000, 1001, n - 1} {
+		v, err := rdb.LIndex(ctx, s.Keys().Pool(id), i).Result()
+		if want := fmt.Sprintf("%d:%d", ps[i].ID, ps[i].AmountCents); err != nil || v != want {
+			t.Errorf("pool[%d] = %q, %v; want %q", i, v, err, want)
+		}
+	}
+	live, err := s.Live(ctx, id)
+	if err != nil || !live.Loaded || live.Remaining != n || live.Status != "open" || live.GrabbedCents != 0 {
+		t.Errorf("Live = %+v, %v", live, err)
+	}
+	if c, _ := rdb.HGet(ctx, s.Keys().Meta(id), "count").Result(); c != strconv.Itoa(n) {
+		t.Errorf("meta count %q, want %d", c, n)
+	}
+}

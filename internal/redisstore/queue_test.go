@@ -1,0 +1,237 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"redpacket/internal/redisstore"
+)
+
+func queuedUsers(t *testing.T, raw []string) []string {
+	t.Helper()
+	users := make([]string, len(raw))
+	for i, r := range raw {
+		q, err := redisstore.ParseQueued(r)
+		if err != nil {
+			t.Fatalf("ParseQueued(%q): %v", r, err)
+		}
+		users[i] = q.UserID
+	}
+	return users
+}
+
+func TestTakeAck(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	k := s.Keys()
+	const id = 21 // shard 1
+	shard := k.Shard(id)
+	now := time.Now()
+	load(t, s, id, 10, now)
+	users := make([]string, 10)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%02d", i)
+		if _, err := s.Grab(ctx, id, users[i], now.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := func() []int64 {
+		t.Helper()
+		p, err := s.Pending(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) != testShards {
+			t.Fatalf("Pending has %d shards, want %d", len(p), testShards)
+		}
+		return p
+	}
+	wantPending := func(n int64) {
+		t.Helper()
+		want := make([]int64, testShards)
+		want[shard] = n
+		if got := pending(); !slices.Equal(got, want) {
+			t.Errorf("Pending = %v, want %v", got, want)
+		}
+	}
+	wantPending(10)
+
+	batch, err := s.Take(ctx, shard, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queuedUsers(t, batch); !slices.Equal(got, users[:4]) {
+		t.Fatalf("first batch users %v, want the oldest %v", got, users[:4])
+	}
+	if n := llen(t, rdb, k.Consumed(shard)); n != 6 {
+		t.Errorf("consumed holds %d after take, want 6", n)
+	}
+	if got := lrange(t, rdb, k.Inflight(shard)); !slices.Equal(got, batch) {
+		t.Errorf("inflight = %v, want the batch %v", got, batch)
+	}
+	wantPending(10)
+
+	// Before Ack, Take hands out the same batch, whatever the size asked.
+	for _, max := range []int{4, 1, 100} {
+		again, err := s.Take(ctx, shard, max)
+		if err != nil || !slices.Equal(again, batch) {
+			t.Errorf("Take(max %d) before Ack = %v, %v; want the in-flight %v", max, again, err, batch)
+		}
+	}
+	if n := llen(t, rdb, k.Consumed(shard)); n != 6 {
+		t.Errorf("consumed holds %d after repeated takes, want 6", n)
+	}
+
+	if err := s.Ack(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, rdb, k.Inflight(shard)) {
+		t.Errorf("inflight still exists after Ack")
+	}
+	wantPending(6)
+
+	batch, err = s.Take(ctx, shard, 4)
+	if err != nil || !slices.Equal(queuedUsers(t, batch), users[4:8]) {
+		t.Fatalf("second batch = %v, %v; want users %v", batch, err, users[4:8])
+	}
+	wantPending(6)
+	if err := s.Ack(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	batch, err = s.Take(ctx, shard, 100)
+	if err != nil || !slices.Equal(queuedUsers(t, batch), users[8:]) {
+		t.Fatalf("third batch = %v, %v; want users %v", batch, err, users[8:])
+	}
+	if err := s.Ack(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	wantPending(0)
+	batch, err = s.Take(ctx, shard, 100)
+	if err != nil || batch == nil || len(batch) != 0 {
+		t.Errorf("Take of a drained shard = %#v, %v; want an empty slice", batch, err)
+	}
+	// Ack with nothing in flight is harmless.
+	if err := s.Ack(ctx, shard); err != nil {
+		t.Errorf("Ack of nothing: %v", err)
+	}
+}
+
+func TestTakeEmptyShard(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	for shard := range testShards {
+		batch, err := s.Take(ctx, shard, 10)
+		if err != nil || batch == nil || len(batch) != 0 {
+			t.Errorf("Take(shard %d) = %#v, %v; want an empty slice", shard, batch, err)
+		}
+		if exists(t, rdb, s.Keys().Inflight(shard)) {
+			t.Errorf("Take of an empty shard created its inflight list")
+		}
+	}
+	p, err := s.Pending(ctx)
+	if err != nil || !slices.Equal(p, make([]int64, testShards)) {
+		t.Errorf("Pending = %v, %v", p, err)
+	}
+}
+
+// TestTakeShardsIndependent checks that claims stay in their envelope's shard.
+func TestTakeShardsIndependent(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := ctxT(t)
+	now := time.Now()
+	for id := int64(100); id < 100+testShards; id++ {
+		load(t, s, id, 3, now)
+		for u := range int(id % testShards) {
+			if _, err := s.Grab(ctx, id, fmt.Sprint("u", u), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := s.Pending(ctx)
+	if err != nil || !slices.Equal(p, []int64{0, 1, 2, 3}) {
+		t.Fatalf("Pending = %v, %v; want [0 1 2 3]", p, err)
+	}
+	for shard := range testShards {
+		batch, err := s.Take(ctx, shard, 10)
+		if err != nil || len(batch) != shard {
+			t.Fatalf("Take(shard %d) = %v, %v; want %d claims", shard, batch, err, shard)
+		}
+		for _, raw := range batch {
+			q, err := redisstore.ParseQueued(raw)
+			if err != nil || s.Keys().Shard(q.EnvelopeID) != shard {
+				t.Errorf("shard %d handed out %q (%v)", shard, raw, err)
+			}
+		}
+	}
+}
+
+func TestTakeLargeBatch(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := ctxT(t)
+	const shard, queued, max = 2, 2600, 2500
+	k := s.Keys()
+	// Queue claims as grab.lua does: LPUSH, so the oldest is at the tail.
+	all := make([]string, queued)
+	pipe := rdb.Pipeline()
+	for i := range all {
+		all[i] = fmt.Sprintf("6:%d:1:%d:user-%d", 10_000+i, 1_700_000_000_000+i, i)
+		pipe.LPush(ctx, k.Consumed(shard), all[i])
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := s.Take(ctx, shard, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(batch, all[:max]) {
+		t.Fatalf("batch of %d (first %q), want the oldest %d in order", len(batch), first(batch), max)
+	}
+	if got := lrange(t, rdb, k.Inflight(shard)); !slices.Equal(got, all[:max]) {
+		t.Errorf("inflight holds %d claims, not the batch in order", len(got))
+	}
+	if n := llen(t, rdb, k.Consumed(shard)); n != queued-max {
+		t.Errorf("consumed holds %d, want %d", n, queued-max)
+	}
+	again, err := s.Take(ctx, shard, max)
+	if err != nil || !slices.Equal(again, batch) {
+		t.Errorf("re-take of a large in-flight batch differs (%d claims, %v)", len(again), err)
+	}
+	if err := s.Ack(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := s.Take(ctx, shard, max)
+	if err != nil || !slices.Equal(rest, all[max:]) {
+		t.Errorf("rest = %d claims, %v; want %d", len(rest), err, queued-max)
+	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+func TestReject(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := context.Background()
+	bad := []string{"garbage", "1:2:x:4:u"}
+	if err := s.Reject(ctx, 3, bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reject(ctx, 3, []string{"more"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lrange(t, rdb, s.Keys().Rejected(3)); !slices.Equal(got, []string{"garbage", "1:2:x:4:u", "more"}) {
+		t.Errorf("rejected = %v", got)
+	}
+}
