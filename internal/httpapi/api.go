@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
+	"path"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -78,7 +79,26 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, &apiError{http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token"})
 		return
 	}
+	// ServeMux would answer a path that is not clean ("//", "/./", "/../")
+	// with a redirect in HTML; the API answers every request in JSON.
+	if !cleanPath(r.URL.Path) {
+		a.writeError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
+		return
+	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// cleanPath reports whether p is a rooted path that path.Clean leaves as it
+// is (but for a trailing slash), the paths ServeMux serves without redirecting.
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if p[len(p)-1] == '/' && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 func (a *API) authorized(r *http.Request) bool {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -49,6 +50,7 @@ var trailers = []struct{ name, tail string }{
 	{"trailing comma", `,`},
 	{"trailing number", ` 1`},
 	{"trailing open brace", `{`},
+	{"trailing NBSP (not JSON whitespace)", "\u00a0"},
 }
 
 func TestCreateInvalidArgument(t *testing.T) {
@@ -88,6 +90,7 @@ func TestCreateInvalidArgument(t *testing.T) {
 		{"sender_id as number", `{"sender_id":5,"total_cents":100,"count":1}`, "sender_id"},
 		{"expires_in_seconds as string", `{` + valid + `,"expires_in_seconds":"60"}`, "expires_in_seconds"},
 		{"body over 64 KiB", padded(valid, maxBody+1), "larger"},
+		{"leading NBSP (not JSON whitespace)", "\u00a0{" + valid + "}", "JSON object"},
 	}
 	for _, b := range badBodies {
 		cases = append(cases, tc{b.name, b.body, b.msg})
@@ -250,6 +253,13 @@ func TestNotFound(t *testing.T) {
 		{"GET", statusPath(env.EnvelopeID) + "/", ""},
 		{"POST", grabPath(env.EnvelopeID) + "/x", `{"user_id":"u-1"}`},
 		{"GET", "/metricsx", ""},
+		// Paths that are not clean get the JSON answer, not ServeMux's redirect.
+		{"GET", "/v1//envelopes", ""},
+		{"POST", "/v1/envelopes/../envelopes", `{"sender_id":"u-1","total_cents":5,"count":5}`},
+		{"POST", "/v1/envelopes/./" + fmt.Sprint(env.EnvelopeID) + "/grab", `{"user_id":"u-1"}`},
+		{"GET", "/v1/envelopes/%2e%2e", ""},
+		{"GET", "//healthz", ""},
+		{"GET", "/x/../healthz", ""},
 	} {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
 			t.Parallel()

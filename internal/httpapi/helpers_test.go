@@ -21,19 +21,6 @@ import (
 // testToken is the bearer token of the APIs built by newClient with auth.
 const testToken = "s3cret-token"
 
-// documentedCodes are the error codes a client may see (API.md, plus the
-// routing answers and the catch-all for a server bug).
-var documentedCodes = map[string]bool{
-	"invalid_argument":   true,
-	"unauthenticated":    true,
-	"not_found":          true,
-	"method_not_allowed": true,
-	"sold_out":           true,
-	"expired":            true,
-	"unavailable":        true,
-	"internal":           true,
-}
-
 // msTimestamp is the API's time format: UTC with exactly 3 fraction digits.
 var msTimestamp = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
 

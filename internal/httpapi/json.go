@@ -26,7 +26,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 	case err != nil:
 		return badRequest("could not read request body")
 	}
-	trimmed := bytes.TrimSpace(body)
+	// Only JSON's own whitespace: bytes.TrimSpace would also drop Unicode
+	// spaces such as U+00A0, which make a body invalid JSON.
+	trimmed := bytes.Trim(body, " \t\r\n")
 	if len(trimmed) == 0 && allowEmpty {
 		return nil
 	}
@@ -38,7 +40,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 	if err := dec.Decode(v); err != nil {
 		return badRequest(describeJSONError(err))
 	}
-	if dec.More() {
+	// Nothing may follow the object. dec.More alone is not enough: it reports
+	// a following '}' or ']' as "no more", so `{...}}` would pass.
+	if dec.InputOffset() != int64(len(trimmed)) {
 		return badRequest("request body must hold a single JSON object")
 	}
 	return nil
