@@ -23,21 +23,24 @@ func BenchmarkGrab(b *testing.B) {
 		current atomic.Int64
 		user    atomic.Int64
 	)
-	reload := func(soldOut int64) {
+	reload := func(soldOut int64) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if current.Load() != soldOut {
-			return // another goroutine reloaded already
+			return true // another goroutine reloaded already
 		}
 		next := soldOut + 1
 		ps, total := makePackets(next*1_000_000, perEnvelope)
 		if _, err := s.LoadEnvelope(ctx, next, now.Add(time.Hour), total, ps); err != nil {
 			b.Error(err)
-			return
+			return false
 		}
 		current.Store(next)
+		return true
 	}
-	reload(0)
+	if !reload(0) {
+		return
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -47,7 +50,9 @@ func BenchmarkGrab(b *testing.B) {
 				id := current.Load()
 				_, err := s.Grab(ctx, id, u, now)
 				if errors.Is(err, redisstore.ErrSoldOut) {
-					reload(id)
+					if !reload(id) {
+						return
+					}
 					continue
 				}
 				if err != nil {

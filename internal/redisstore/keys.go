@@ -14,6 +14,14 @@ import "strconv"
 //	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<user>"
 //	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
 //	{<prefix>:s<shard>}:rejected             list: queued claims the flusher could not read
+//
+// Identifier generators share one more tag, {<prefix>:ids}:
+//
+//	{<prefix>:ids}:order:<yyyyMMdd>          counter: order numbers of a day
+//	{<prefix>:ids}:share:pool                string: 10000..99999 shuffled, 5 bytes each
+//	{<prefix>:ids}:share:<yyMMdd>            counter: share codes taken on a day
+//	{<prefix>:ids}:shortids                  bitmap: short user ids in use
+//	{<prefix>:ids}:shortids:ready            flag: the bitmap holds every id in PostgreSQL
 type Keys struct {
 	prefix string
 	shards int
@@ -56,3 +64,21 @@ func (k Keys) Inflight(shard int) string { return k.tag(shard) + ":inflight" }
 
 // Rejected is the shard's list of queued claims the flusher could not read.
 func (k Keys) Rejected(shard int) string { return k.tag(shard) + ":rejected" }
+
+func (k Keys) ids() string { return "{" + k.prefix + ":ids}" }
+
+// OrderDay is the counter of a day's order numbers (day as yyyyMMdd).
+func (k Keys) OrderDay(day string) string { return k.ids() + ":order:" + day }
+
+// SharePool is the shuffled pool of share-code suffixes.
+func (k Keys) SharePool() string { return k.ids() + ":share:pool" }
+
+// ShareDay is the counter of a day's share codes (day as yyMMdd).
+func (k Keys) ShareDay(day string) string { return k.ids() + ":share:" + day }
+
+// ShortIDs is the bitmap of short user ids in use.
+func (k Keys) ShortIDs() string { return k.ids() + ":shortids" }
+
+// ShortIDsReady marks the bitmap as complete (rebuilt from PostgreSQL if it
+// was lost).
+func (k Keys) ShortIDsReady() string { return k.ids() + ":shortids:ready" }

@@ -147,3 +147,29 @@ func TestKeyNamesFollowDesign(t *testing.T) {
 		t.Errorf("Store.Keys() = %+v, want %+v", s.Keys(), k)
 	}
 }
+
+func TestIdentifierKeysShareOneTag(t *testing.T) {
+	t.Parallel()
+	const shards = 16
+	k := redisstore.NewKeys("rp", shards)
+	keys := []string{k.OrderDay("20300517"), k.OrderDay("20300518"), k.SharePool(), k.ShareDay("300517"),
+		k.ShortIDs(), k.ShortIDsReady()}
+	seen := map[string]bool{}
+	for _, key := range keys {
+		if tag := hashTag(key); tag != "rp:ids" {
+			t.Errorf("key %q has hash tag %q, want rp:ids", key, tag)
+		}
+		if seen[key] {
+			t.Errorf("key %q built twice", key)
+		}
+		seen[key] = true
+	}
+	for shard := range shards {
+		if hashTag(k.Consumed(shard)) == "rp:ids" {
+			t.Errorf("shard %d shares the identifiers' hash tag", shard)
+		}
+	}
+	if k.OrderDay("20300517") == k.OrderDay("20300518") || k.ShareDay("300517") == k.ShareDay("300518") {
+		t.Errorf("two days share a counter")
+	}
+}

@@ -1,0 +1,102 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/pgstore"
+	"redpacket/internal/testenv"
+)
+
+// t0 is the tests' reference time, at the microsecond precision PostgreSQL keeps.
+var t0 = time.Date(2030, 5, 17, 12, 0, 0, 0, time.UTC)
+
+func newStore(t testing.TB) (*pgstore.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool, _ := testenv.Postgres(t)
+	return pgstore.New(pool), pool
+}
+
+func ctxT(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fixture is an envelope inserted by a test.
+type fixture struct {
+	pgstore.Envelope
+	FirstPacket int64
+	Amounts     []int64
+}
+
+// packet is the id of the envelope's i-th packet.
+func (f fixture) packet(i int) int64 { return f.FirstPacket + int64(i) }
+
+// insert writes an envelope (status loading) of the given packet amounts.
+func insert(t testing.TB, s *pgstore.Store, id, firstPacket int64, amounts []int64, createdAt time.Time) fixture {
+	t.Helper()
+	var total int64
+	for _, a := range amounts {
+		total += a
+	}
+	e := pgstore.Envelope{
+		ID: id, Shard: int(id % 16), SenderID: "sender-1", TotalCents: total, Count: len(amounts),
+		CreatedAt: createdAt, ExpiresAt: createdAt.Add(24 * time.Hour),
+	}
+	if err := s.InsertEnvelope(ctxT(t), e, firstPacket, amounts); err != nil {
+		t.Fatalf("InsertEnvelope(%d): %v", id, err)
+	}
+	return fixture{Envelope: e, FirstPacket: firstPacket, Amounts: amounts}
+}
+
+// open inserts an envelope and marks it loaded.
+func open(t testing.TB, s *pgstore.Store, id, firstPacket int64, amounts []int64) fixture {
+	t.Helper()
+	f := insert(t, s, id, firstPacket, amounts, t0)
+	status, err := s.MarkLoaded(ctxT(t), id)
+	if err != nil || status != "open" {
+		t.Fatalf("MarkLoaded(%d) = %q, %v", id, status, err)
+	}
+	return f
+}
+
+func claim(env, packet int64, user string) pgstore.Claim {
+	return pgstore.Claim{EnvelopeID: env, PacketID: packet, UserID: user, ClaimedAt: t0.Add(time.Duration(packet) * time.Millisecond)}
+}
+
+func envelope(t testing.TB, s *pgstore.Store, id int64) pgstore.Envelope {
+	t.Helper()
+	e, err := s.Envelope(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("Envelope(%d): %v", id, err)
+	}
+	return e
+}
+
+// holder is who claimed a packet ("" for nobody) and when.
+func holder(t testing.TB, pool *pgxpool.Pool, packet int64) (string, *time.Time) {
+	t.Helper()
+	var by *string
+	var at *time.Time
+	if err := pool.QueryRow(ctxT(t), `SELECT claimed_by, claimed_at FROM packets WHERE id = $1`, packet).Scan(&by, &at); err != nil {
+		t.Fatalf("packet %d: %v", packet, err)
+	}
+	if by == nil {
+		return "", at
+	}
+	return *by, at
+}
+
+func count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(ctxT(t), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}

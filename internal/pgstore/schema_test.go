@@ -1,0 +1,85 @@
+package pgstore_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+
+	"redpacket/internal/pgstore"
+	"redpacket/internal/testenv"
+	"redpacket/migrations"
+)
+
+func TestCheckSchema(t *testing.T) {
+	t.Parallel()
+	t.Run("migrated", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := testenv.Postgres(t)
+		if err := pgstore.CheckSchema(ctxT(t), pool); err != nil {
+			t.Fatalf("CheckSchema on a migrated database: %v", err)
+		}
+		n, err := pgstore.Shards(ctxT(t), pool)
+		if err != nil || n != 16 {
+			t.Errorf("Shards = %d, %v; want 16", n, err)
+		}
+	})
+	t.Run("newer", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := testenv.Postgres(t)
+		if _, err := pool.Exec(ctxT(t), `UPDATE schema_migrations SET version = $1`, migrations.Version+1); err != nil {
+			t.Fatal(err)
+		}
+		if err := pgstore.CheckSchema(ctxT(t), pool); err != nil {
+			t.Errorf("CheckSchema on a newer schema: %v", err)
+		}
+	})
+	tooOld := map[string]string{
+		"lower version": `UPDATE schema_migrations SET version = ` + itoa(migrations.Version-1),
+		"dirty":         `UPDATE schema_migrations SET dirty = true`,
+		"dirty newer":   `UPDATE schema_migrations SET dirty = true, version = ` + itoa(migrations.Version+1),
+		"no row":        `DELETE FROM schema_migrations`,
+		"no table":      `DROP TABLE schema_migrations`,
+	}
+	for name, change := range tooOld {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := testenv.Postgres(t)
+			if _, err := pool.Exec(ctxT(t), change); err != nil {
+				t.Fatal(err)
+			}
+			err := pgstore.CheckSchema(ctxT(t), pool)
+			if !errors.Is(err, pgstore.ErrSchemaTooOld) {
+				t.Errorf("CheckSchema = %v, want ErrSchemaTooOld", err)
+			}
+		})
+	}
+}
+
+func TestShardsSetting(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		value int64
+		ok    bool
+	}{{1, true}, {16384, true}, {0, false}, {-3, false}, {16385, false}, {7, true}} {
+		if _, err := pool.Exec(ctx, `UPDATE service_settings SET value = $1 WHERE name = 'redis_shards'`, c.value); err != nil {
+			t.Fatal(err)
+		}
+		n, err := pgstore.Shards(ctx, pool)
+		if c.ok && (err != nil || int64(n) != c.value) {
+			t.Errorf("Shards = %d, %v; want %d", n, err, c.value)
+		}
+		if !c.ok && err == nil {
+			t.Errorf("Shards = %d with setting %d, want an error", n, c.value)
+		}
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM service_settings`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := pgstore.Shards(ctx, pool); err == nil {
+		t.Errorf("Shards = %d without the setting, want an error", n)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
