@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	_ "time/tzdata" // ID_TIME_ZONE works on images without a zone database
 
 	"go.uber.org/zap"
 
@@ -17,6 +18,7 @@ import (
 	"redpacket/internal/daemon"
 	"redpacket/internal/grab"
 	"redpacket/internal/httpapi"
+	"redpacket/internal/ids"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/sequence"
@@ -57,13 +59,24 @@ func run() error {
 	packetIDs := sequence.New(clients.PG, "packet", sequence.Options{})
 	defer packetIDs.Close()
 
+	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
+	orderNos := ids.NewOrderNumbers(clients.Redis, rs.Keys(), ids.OrderConfig{
+		Width: cfg.OrderNoWidth, Segment: cfg.OrderNoSegment, Location: cfg.IDLocation,
+	})
+	defer orderNos.Close()
+
 	svc := grab.New(grab.Config{
 		PG:        pgstore.New(clients.PG),
-		Redis:     redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards),
+		Redis:     rs,
 		EnvIDs:    envIDs,
 		PacketIDs: packetIDs,
-		Limits:    cfg.Limits,
-		Log:       log,
+		OrderNos:  orderNos,
+		Shares:    ids.NewShareCodes(clients.Redis, rs.Keys(), ids.ShareConfig{Location: cfg.IDLocation}),
+		ShortIDs: ids.NewShortIDs(clients.Redis, rs.Keys(), clients.PG, ids.ShortIDConfig{
+			Min: cfg.ShortIDMin, Max: cfg.ShortIDMax,
+		}),
+		Limits: cfg.Limits,
+		Log:    log,
 	})
 	api := httpapi.New(svc, httpapi.Options{Token: cfg.GrabberAPIToken, Ready: clients.Ready, Log: log})
 	srv := &http.Server{

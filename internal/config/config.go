@@ -28,6 +28,12 @@ type Config struct {
 	Limits          envelope.Limits
 	ShutdownTimeout time.Duration
 
+	IDLocation     *time.Location
+	OrderNoWidth   int
+	OrderNoSegment int64
+	ShortIDMin     int64
+	ShortIDMax     int64
+
 	FlushBatchSize     int
 	FlushIdleWait      time.Duration
 	FlushMaxBackoff    time.Duration
@@ -54,6 +60,12 @@ func Load(getenv func(string) string) (Config, error) {
 		},
 		ShutdownTimeout: r.duration("SHUTDOWN_TIMEOUT", 10*time.Second),
 
+		IDLocation:     r.location("ID_TIME_ZONE", "UTC"),
+		OrderNoWidth:   r.int("ORDER_NO_WIDTH", 10),
+		OrderNoSegment: int64(r.int("ORDER_NO_SEGMENT", 1000)),
+		ShortIDMin:     int64(r.int("SHORT_ID_MIN", 10000000)),
+		ShortIDMax:     int64(r.int("SHORT_ID_MAX", 99999999)),
+
 		FlushBatchSize:     r.int("FLUSH_BATCH_SIZE", 2000),
 		FlushIdleWait:      r.duration("FLUSH_IDLE_WAIT", 100*time.Millisecond),
 		FlushMaxBackoff:    r.duration("FLUSH_MAX_BACKOFF", 5*time.Second),
@@ -61,6 +73,12 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if strings.ContainsAny(c.RedisKeyPrefix, "{}") || c.RedisKeyPrefix == "" {
 		r.fail("REDIS_KEY_PREFIX", c.RedisKeyPrefix, "must be non-empty and hold no braces")
+	}
+	if c.OrderNoWidth > 18 {
+		r.fail("ORDER_NO_WIDTH", strconv.Itoa(c.OrderNoWidth), "must be between 1 and 18")
+	}
+	if c.ShortIDMin > c.ShortIDMax {
+		r.fail("SHORT_ID_MIN", strconv.FormatInt(c.ShortIDMin, 10), "must not exceed SHORT_ID_MAX")
 	}
 	return c, errors.Join(r.errs...)
 }
@@ -115,4 +133,14 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+func (r *reader) location(name, def string) *time.Location {
+	v := r.str(name, def)
+	loc, err := time.LoadLocation(v)
+	if err != nil {
+		r.fail(name, v, "must be an IANA time zone such as UTC or Asia/Shanghai")
+		return time.UTC
+	}
+	return loc
 }

@@ -59,6 +59,7 @@ func parseBatch(raw []string) (claims []pgstore.Claim, malformed []string) {
 		}
 		claims = append(claims, pgstore.Claim{
 			EnvelopeID: q.EnvelopeID, PacketID: q.PacketID, UserID: q.UserID, ClaimedAt: q.GrabbedAt,
+			OrderNo: q.OrderNo,
 		})
 	}
 	return claims, malformed

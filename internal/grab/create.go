@@ -2,6 +2,7 @@ package grab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 // Envelope is a created envelope as the API reports it.
 type Envelope struct {
 	ID         int64
+	ShareCode  string
 	SenderID   string
 	TotalCents int64
 	Count      int
@@ -52,7 +54,7 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
 		TotalCents: req.TotalCents, Count: count, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
-	if err := s.pg.InsertEnvelope(ctx, row, firstPacket, amounts); err != nil {
+	if err := s.insert(ctx, &row, firstPacket, amounts); err != nil {
 		return Envelope{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
@@ -64,9 +66,29 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 		return Envelope{}, fmt.Errorf("%w: envelope %d is still loading: %v", ErrUnavailable, id, err)
 	}
 	return Envelope{
-		ID: id, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
+		ID: id, ShareCode: *row.ShareCode, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
 		Status: status, ExpiresAt: row.ExpiresAt,
 	}, nil
+}
+
+// shareCodeTries bounds retries when a share code is already taken, which
+// only happens if Redis lost the share-code counters.
+const shareCodeTries = 3
+
+// insert gives the envelope a share code and writes it with its packets.
+func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64) error {
+	for try := 1; ; try++ {
+		code, err := s.shares.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("share code: %w", err)
+		}
+		row.ShareCode = &code
+		err = s.pg.InsertEnvelope(ctx, *row, firstPacket, amounts)
+		if !errors.Is(err, pgstore.ErrShareCodeTaken) || try == shareCodeTries {
+			return err
+		}
+		s.log.Warn("share code already in use; taking another", zap.String("share_code", code))
+	}
 }
 
 func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int64, amounts []int64) (string, error) {

@@ -19,7 +19,13 @@ func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore
 	if id <= 0 {
 		return redisstore.Claim{}, ErrNotFound
 	}
-	c, err := s.redis.Grab(ctx, id, userID, s.Now())
+	// Taken before knowing whether a packet is granted, so the script can
+	// record it atomically with the claim; refused grabs leave gaps.
+	orderNo, err := s.orderNos.Next(ctx)
+	if err != nil {
+		return redisstore.Claim{}, fmt.Errorf("%w: order number: %w", ErrUnavailable, err)
+	}
+	c, err := s.redis.Grab(ctx, id, userID, s.Now(), orderNo)
 	switch {
 	case err == nil:
 		return c, nil
@@ -51,4 +57,12 @@ func (s *Service) whyNotLoaded(ctx context.Context, id int64) error {
 		return ErrSoldOut
 	}
 	return fmt.Errorf("%w: envelope %d is %s and not in redis", ErrUnavailable, id, e.Status)
+}
+
+// ShortID returns the user's short numeric id, the same one every time.
+func (s *Service) ShortID(ctx context.Context, userID string) (int64, error) {
+	if err := envelope.ValidateUserID("user_id", userID); err != nil {
+		return 0, err
+	}
+	return s.shortIDs.Get(ctx, userID)
 }

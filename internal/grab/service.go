@@ -31,12 +31,25 @@ type IDs interface {
 	Block(ctx context.Context, n int64) (int64, error)
 }
 
+// Codes hands out unique strings: order numbers, share codes.
+type Codes interface {
+	Next(ctx context.Context) (string, error)
+}
+
+// ShortIDs maps a user to a short numeric id, always the same one.
+type ShortIDs interface {
+	Get(ctx context.Context, userID string) (int64, error)
+}
+
 // Service is safe for concurrent use.
 type Service struct {
 	pg        *pgstore.Store
 	redis     *redisstore.Store
 	envIDs    IDs
 	packetIDs IDs
+	orderNos  Codes
+	shares    Codes
+	shortIDs  ShortIDs
 	limits    envelope.Limits
 	now       func() time.Time
 	log       *zap.Logger
@@ -49,6 +62,9 @@ type Config struct {
 	Redis     *redisstore.Store
 	EnvIDs    IDs // allocator of the "envelope" sequence
 	PacketIDs IDs // allocator of the "packet" sequence
+	OrderNos  Codes
+	Shares    Codes
+	ShortIDs  ShortIDs
 	Limits    envelope.Limits
 	Now       func() time.Time // nil means time.Now; tests set a clock
 	Log       *zap.Logger
@@ -58,6 +74,7 @@ type Config struct {
 func New(c Config) *Service {
 	s := &Service{
 		pg: c.PG, redis: c.Redis, envIDs: c.EnvIDs, packetIDs: c.PacketIDs,
+		orderNos: c.OrderNos, shares: c.Shares, shortIDs: c.ShortIDs,
 		limits: c.Limits, now: c.Now, log: c.Log,
 	}
 	if s.now == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"redpacket/internal/envelope"
@@ -25,12 +26,28 @@ func (s *Service) Status(ctx context.Context, id int64) (Status, error) {
 		return Status{}, ErrNotFound
 	}
 	e, err := s.pg.Envelope(ctx, id)
+	return s.status(ctx, e, err)
+}
+
+// StatusByCode reports the envelope with a share code ("yyMMdd" + 5 digits).
+func (s *Service) StatusByCode(ctx context.Context, code string) (Status, error) {
+	if len(code) != shareCodeLen || strings.Trim(code, "0123456789") != "" {
+		return Status{}, &envelope.FieldError{Field: "share_code", Problem: "must be 11 digits"}
+	}
+	e, err := s.pg.EnvelopeByShareCode(ctx, code)
+	return s.status(ctx, e, err)
+}
+
+const shareCodeLen = 11
+
+func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (Status, error) {
 	if errors.Is(err, pgstore.ErrNotFound) {
 		return Status{}, ErrNotFound
 	}
 	if err != nil {
 		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	id := e.ID
 	live, err := s.redis.Live(ctx, id)
 	if err != nil {
 		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)

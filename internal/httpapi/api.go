@@ -42,7 +42,10 @@ func New(svc *grab.Service, o Options) *API {
 	}
 	a.route("/v1/envelopes", map[string]http.HandlerFunc{"POST": a.create})
 	a.route("/v1/envelopes/{id}", map[string]http.HandlerFunc{"GET": a.status})
-	a.route("/v1/envelopes/{id}/grab", map[string]http.HandlerFunc{"POST": a.grab})
+	// /v1/envelopes/{id}/grab and /v1/envelopes/by-code/{code} overlap as
+	// patterns (by-code/grab matches both), so one handler tells them apart.
+	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub)
+	a.route("/v1/users/{user_id}/short-id", map[string]http.HandlerFunc{"POST": a.shortID})
 	healthz, readyz := telemetry.Probes(a.ready, a.log)
 	a.route("/healthz", map[string]http.HandlerFunc{"GET": healthz})
 	a.route("/readyz", map[string]http.HandlerFunc{"GET": readyz})
@@ -61,6 +64,19 @@ func (a *API) route(path string, byMethod map[string]http.HandlerFunc) {
 	a.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, &apiError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed here"})
 	})
+}
+
+func (a *API) envelopeSub(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.PathValue("id") == "by-code" && r.Method == http.MethodGet:
+		a.statusByCode(w, r)
+	case r.PathValue("id") != "by-code" && r.PathValue("sub") == "grab" && r.Method == http.MethodPost:
+		a.grab(w, r)
+	case r.PathValue("id") == "by-code" || r.PathValue("sub") == "grab":
+		a.writeError(w, r, &apiError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed here"})
+	default:
+		a.writeError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
+	}
 }
 
 // ServeHTTP checks the token on /v1/ and recovers from panics, so a bug in

@@ -8,6 +8,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
+	"redpacket/internal/ids"
 )
 
 // apiError is an answer other than success: the HTTP status, the API's code
@@ -41,6 +42,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusConflict, "sold_out", "no packet left"}
 	case errors.Is(err, grab.ErrExpired):
 		return &apiError{http.StatusConflict, "expired", "the envelope has expired"}
+	case errors.Is(err, ids.ErrExhausted):
+		return &apiError{http.StatusServiceUnavailable, "resource_exhausted", err.Error()}
 	case errors.Is(err, grab.ErrUnavailable):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "temporarily unavailable, retry later"}
 	}

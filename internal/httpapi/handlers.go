@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"redpacket/internal/envelope"
+	"redpacket/internal/grab"
 )
 
 type createRequest struct {
@@ -15,6 +16,7 @@ type createRequest struct {
 
 type createResponse struct {
 	EnvelopeID int64     `json:"envelope_id"`
+	ShareCode  string    `json:"share_code"`
 	SenderID   string    `json:"sender_id"`
 	TotalCents int64     `json:"total_cents"`
 	Count      int       `json:"count"`
@@ -37,7 +39,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, createResponse{
-		EnvelopeID: e.ID, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
+		EnvelopeID: e.ID, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
 		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
 	})
 }
@@ -50,6 +52,7 @@ type grabResponse struct {
 	EnvelopeID  int64     `json:"envelope_id"`
 	PacketID    int64     `json:"packet_id"`
 	AmountCents int64     `json:"amount_cents"`
+	OrderNo     string    `json:"order_no"`
 	GrabbedAt   Timestamp `json:"grabbed_at"`
 	Repeat      bool      `json:"repeat"`
 }
@@ -71,13 +74,14 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, grabResponse{
-		EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents,
+		EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: c.OrderNo,
 		GrabbedAt: Timestamp(c.GrabbedAt), Repeat: c.Repeat,
 	})
 }
 
 type statusResponse struct {
 	EnvelopeID     int64      `json:"envelope_id"`
+	ShareCode      string     `json:"share_code,omitempty"`
 	SenderID       string     `json:"sender_id"`
 	Status         string     `json:"status"`
 	TotalCents     int64      `json:"total_cents"`
@@ -98,6 +102,15 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := a.svc.Status(r.Context(), id)
+	a.writeStatus(w, r, st, err)
+}
+
+func (a *API) statusByCode(w http.ResponseWriter, r *http.Request) {
+	st, err := a.svc.StatusByCode(r.Context(), r.PathValue("sub"))
+	a.writeStatus(w, r, st, err)
+}
+
+func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status, err error) {
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -108,9 +121,32 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		GrabbedCents: st.GrabbedCents, RemainingCount: st.RemainingCount,
 		RefundedCents: st.RefundedCents, CreatedAt: Timestamp(st.CreatedAt), ExpiresAt: Timestamp(st.ExpiresAt),
 	}
+	if st.ShareCode != nil {
+		resp.ShareCode = *st.ShareCode
+	}
 	if st.SettledAt != nil {
 		t := Timestamp(*st.SettledAt)
 		resp.SettledAt = &t
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+type shortIDResponse struct {
+	UserID  string `json:"user_id"`
+	ShortID int64  `json:"short_id"`
+}
+
+func (a *API) shortID(w http.ResponseWriter, r *http.Request) {
+	var empty struct{}
+	if err := decode(w, r, &empty, true); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	user := r.PathValue("user_id")
+	id, err := a.svc.ShortID(r.Context(), user)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, shortIDResponse{UserID: user, ShortID: id})
 }

@@ -162,6 +162,7 @@ func requireError(t testing.TB, a answer, status int, code string) string {
 
 type createResponse struct {
 	EnvelopeID int64  `json:"envelope_id"`
+	ShareCode  string `json:"share_code"`
 	SenderID   string `json:"sender_id"`
 	TotalCents int64  `json:"total_cents"`
 	Count      int    `json:"count"`
@@ -173,12 +174,14 @@ type grabResponse struct {
 	EnvelopeID  int64  `json:"envelope_id"`
 	PacketID    int64  `json:"packet_id"`
 	AmountCents int64  `json:"amount_cents"`
+	OrderNo     string `json:"order_no"`
 	GrabbedAt   string `json:"grabbed_at"`
 	Repeat      bool   `json:"repeat"`
 }
 
 type statusResponse struct {
 	EnvelopeID     int64   `json:"envelope_id"`
+	ShareCode      string  `json:"share_code"`
 	SenderID       string  `json:"sender_id"`
 	Status         string  `json:"status"`
 	TotalCents     int64   `json:"total_cents"`

@@ -20,15 +20,19 @@ func TestCreateShape(t *testing.T) {
 	if a.Status != http.StatusCreated {
 		t.Fatalf("create: %s, want 201", a)
 	}
-	requireKeys(t, a, "envelope_id", "sender_id", "total_cents", "count", "status", "expires_at")
-	k := keys(t, a)
-	for _, later := range []string{"share_code", "order_no"} {
-		if k[later] {
-			t.Errorf("create answer has %q, which does not exist yet: %s", later, a)
-		}
-	}
+	requireKeys(t, a, "envelope_id", "share_code", "sender_id", "total_cents", "count", "status", "expires_at")
 	var r createResponse
 	requireJSON(t, a, &r)
+	// yyMMdd of the creation day, then 5 digits.
+	if len(r.ShareCode) != 11 || r.ShareCode[:6] != "261121" || strings.Trim(r.ShareCode, "0123456789") != "" {
+		t.Errorf("share_code = %q, want 261121 + 5 digits", r.ShareCode)
+	}
+	var byCode statusResponse
+	if b := c.do("GET", "/v1/envelopes/by-code/"+r.ShareCode, ""); b.Status != http.StatusOK {
+		t.Errorf("status by share code: %s", b)
+	} else if requireJSON(t, b, &byCode); byCode.EnvelopeID != r.EnvelopeID || byCode.ShareCode != r.ShareCode {
+		t.Errorf("status by share code %s answered envelope %d (%q)", r.ShareCode, byCode.EnvelopeID, byCode.ShareCode)
+	}
 	if r.EnvelopeID <= 0 || r.EnvelopeID > maxSafeInt {
 		t.Errorf("envelope_id = %d, want in [1, 2^53)", r.EnvelopeID)
 	}
@@ -121,9 +125,13 @@ func TestGrabShape(t *testing.T) {
 	if a.Status != http.StatusOK {
 		t.Fatalf("grab: %s, want 200", a)
 	}
-	requireKeys(t, a, "envelope_id", "packet_id", "amount_cents", "grabbed_at", "repeat")
+	requireKeys(t, a, "envelope_id", "packet_id", "amount_cents", "order_no", "grabbed_at", "repeat")
 	var g grabResponse
 	requireJSON(t, a, &g)
+	// yyyyMMdd of the grab's day, then 10 digits.
+	if len(g.OrderNo) != 18 || g.OrderNo[:8] != "20261121" || strings.Trim(g.OrderNo, "0123456789") != "" {
+		t.Errorf("order_no = %q, want 20261121 + 10 digits", g.OrderNo)
+	}
 	if g.EnvelopeID != env.EnvelopeID {
 		t.Errorf("envelope_id = %d, want %d", g.EnvelopeID, env.EnvelopeID)
 	}
@@ -141,7 +149,8 @@ func TestGrabShape(t *testing.T) {
 	// Later, the same user gets the same packet and its first time.
 	s.Clock.Advance(5 * time.Second)
 	again := c.grab(env.EnvelopeID, "u-42")
-	if !again.Repeat || again.PacketID != g.PacketID || again.AmountCents != g.AmountCents || again.GrabbedAt != g.GrabbedAt {
+	if !again.Repeat || again.PacketID != g.PacketID || again.AmountCents != g.AmountCents || again.GrabbedAt != g.GrabbedAt ||
+		again.OrderNo != g.OrderNo {
 		t.Errorf("repeat: %+v, want %+v with repeat true", again, g)
 	}
 	other := c.grab(env.EnvelopeID, "u-43")

@@ -9,12 +9,14 @@ import (
 )
 
 // Claim is a grab to make durable: user UserID holds packet PacketID of
-// envelope EnvelopeID since ClaimedAt.
+// envelope EnvelopeID since ClaimedAt, under order number OrderNo ("" for
+// none).
 type Claim struct {
 	EnvelopeID int64
 	PacketID   int64
 	UserID     string
 	ClaimedAt  time.Time
+	OrderNo    string
 }
 
 // Conflict is a claim that could not be applied without overwriting a
@@ -35,16 +37,22 @@ type ApplyResult struct {
 // step, in one statement. It is idempotent: a packet already claimed (by the
 // same user, from an earlier attempt of this batch, or by anyone else) is
 // left alone, as is a claim by a user who already holds a packet of the
-// envelope. An envelope whose claimed cents reach its total is sold out:
+// envelope. An order number some other packet already carries (possible only
+// if Redis lost its day counter) is not written: the claim still counts, its
+// order_no stays NULL and recordConflicts reports it. An envelope whose
+// claimed cents reach its total is sold out:
 // every packet is at least 1 cent, so that happens exactly when all are
 // claimed.
 const applyClaims = `
 WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[])
-        AS t(envelope_id, packet_id, user_id, claimed_at)
+    SELECT envelope_id, packet_id, user_id, claimed_at, nullif(order_no, '') AS order_no
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[])
+        AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
 ), applied AS (
     UPDATE packets p
-    SET claimed_by = i.user_id, claimed_at = i.claimed_at
+    SET claimed_by = i.user_id, claimed_at = i.claimed_at,
+        order_no = CASE WHEN EXISTS (SELECT 1 FROM packets o WHERE o.order_no = i.order_no)
+                        THEN NULL ELSE i.order_no END
     FROM input i
     WHERE p.id = i.packet_id AND p.envelope_id = i.envelope_id
       AND p.claimed_by IS NULL AND p.refunded_at IS NULL
@@ -64,9 +72,10 @@ WHERE e.id = t.envelope_id
 RETURNING e.id, t.n, e.status = 'sold_out' AND e.claimed_cents = e.total_cents`
 
 // recordConflicts stores, once, every claim of the batch that PostgreSQL does
-// not now show as held by that user. Run after applyClaims in the same
-// transaction, it finds exactly the claims that were not applied and are not
-// replays of ones applied before.
+// not now show as held by that user under that order number. Run after
+// applyClaims in the same transaction, it finds exactly the claims that were
+// not applied (or applied without their order number) and are not replays of
+// ones applied before.
 const recordConflicts = `
 INSERT INTO claim_conflicts (envelope_id, packet_id, user_id, claimed_at, reason)
 SELECT i.envelope_id, i.packet_id, i.user_id, i.claimed_at,
@@ -74,11 +83,13 @@ SELECT i.envelope_id, i.packet_id, i.user_id, i.claimed_at,
             WHEN p.envelope_id <> i.envelope_id THEN 'wrong_envelope'
             WHEN p.refunded_at IS NOT NULL THEN 'packet_refunded'
             WHEN p.claimed_by IS NULL THEN 'user_holds_another_packet'
-            ELSE 'claimed_by_another_user' END
-FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[])
-    AS i(envelope_id, packet_id, user_id, claimed_at)
+            WHEN p.claimed_by <> i.user_id THEN 'claimed_by_another_user'
+            ELSE 'order_no_in_use' END
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[])
+    AS i(envelope_id, packet_id, user_id, claimed_at, order_no)
 LEFT JOIN packets p ON p.id = i.packet_id
 WHERE p.id IS NULL OR p.envelope_id <> i.envelope_id OR p.claimed_by IS DISTINCT FROM i.user_id
+   OR p.order_no IS DISTINCT FROM nullif(i.order_no, '')
 ON CONFLICT (envelope_id, packet_id, user_id) DO NOTHING
 RETURNING envelope_id, packet_id, user_id, claimed_at, reason`
 
@@ -87,8 +98,8 @@ RETURNING envelope_id, packet_id, user_id, claimed_at, reason`
 func (s *Store) ApplyClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
 	res, err := s.applyClaims(ctx, [][]Claim{claims})
 	if isUniqueViolation(err) {
-		// Two claims of the batch are by one user in one envelope (only
-		// possible if Redis lost state and re-offered packets): one statement
+		// Two claims of the batch are by one user in one envelope, or carry
+		// one order number (only possible if Redis lost state): one statement
 		// per claim lets the later one see the earlier and become a conflict.
 		res, err = s.applyClaims(ctx, singles(claims))
 	}
@@ -144,10 +155,11 @@ func columns(claims []Claim) []any {
 	packets := make([]int64, len(claims))
 	users := make([]string, len(claims))
 	ats := make([]time.Time, len(claims))
+	orders := make([]string, len(claims))
 	for i, c := range claims {
-		envs[i], packets[i], users[i], ats[i] = c.EnvelopeID, c.PacketID, c.UserID, c.ClaimedAt
+		envs[i], packets[i], users[i], ats[i], orders[i] = c.EnvelopeID, c.PacketID, c.UserID, c.ClaimedAt, c.OrderNo
 	}
-	return []any{envs, packets, users, ats}
+	return []any{envs, packets, users, ats, orders}
 }
 
 func singles(claims []Claim) [][]Claim {

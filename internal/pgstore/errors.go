@@ -19,3 +19,9 @@ func hasCode(err error, code string) bool {
 
 func isUniqueViolation(err error) bool { return hasCode(err, codeUniqueViolation) }
 func isUndefinedTable(err error) bool  { return hasCode(err, codeUndefinedTable) }
+
+// hasConstraint reports a unique violation of the named constraint.
+func hasConstraint(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == constraint
+}

@@ -15,6 +15,10 @@ import (
 // ErrNotFound means no envelope has the id asked for.
 var ErrNotFound = errors.New("envelope not found")
 
+// ErrShareCodeTaken means another envelope already has the share code: the
+// caller retries with a new one.
+var ErrShareCodeTaken = errors.New("share code already in use")
+
 // Store runs the service's queries on a pool.
 type Store struct {
 	pool *pgxpool.Pool
@@ -71,6 +75,9 @@ func (s *Store) InsertEnvelope(ctx context.Context, e Envelope, firstPacketID in
 			(id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, 'loading', $7, $8)`,
 			e.ID, e.Shard, e.ShareCode, e.SenderID, e.TotalCents, e.Count, e.CreatedAt, e.ExpiresAt)
+		if hasConstraint(err, "envelopes_share_code_key") {
+			return fmt.Errorf("insert envelope %d: %w", e.ID, ErrShareCodeTaken)
+		}
 		if err != nil {
 			return fmt.Errorf("insert envelope %d: %w", e.ID, err)
 		}
@@ -114,6 +121,18 @@ func (s *Store) Envelope(ctx context.Context, id int64) (Envelope, error) {
 	}
 	if err != nil {
 		return Envelope{}, fmt.Errorf("read envelope %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// EnvelopeByShareCode reads the envelope with a share code.
+func (s *Store) EnvelopeByShareCode(ctx context.Context, code string) (Envelope, error) {
+	e, err := scanEnvelope(s.pool.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM envelopes WHERE share_code = $1`, code))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Envelope{}, fmt.Errorf("share code %s: %w", code, ErrNotFound)
+	}
+	if err != nil {
+		return Envelope{}, fmt.Errorf("read envelope by share code %s: %w", code, err)
 	}
 	return e, nil
 }

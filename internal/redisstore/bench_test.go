@@ -48,7 +48,7 @@ func BenchmarkGrab(b *testing.B) {
 			u := "bench-user-" + strconv.FormatInt(user.Add(1), 10)
 			for {
 				id := current.Load()
-				_, err := s.Grab(ctx, id, u, now)
+				_, err := s.Grab(ctx, id, u, now, orderNo())
 				if errors.Is(err, redisstore.ErrSoldOut) {
 					if !reload(id) {
 						return

@@ -40,7 +40,7 @@ func TestGrabConcurrent(t *testing.T) {
 			// retries interleave with other workers' first grabs.
 			for pass, out := range [][]answer{first, second} {
 				for u := w; u < users; u += workers {
-					c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d@x", u), now.Add(time.Duration(pass)*time.Millisecond))
+					c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d@x", u), now.Add(time.Duration(pass)*time.Millisecond), orderNo())
 					out[u] = answer{c, err}
 				}
 			}

@@ -7,8 +7,9 @@
 -- ARGV[1] user id
 -- ARGV[2] now, unix milliseconds
 -- ARGV[3] envelope id
+-- ARGV[4] order number for this grab, used only if a packet is granted
 --
--- Reply {code} or {code, claim}; claim is "<packet>:<amount>:<grabbed_ms>".
+-- Reply {code} or {code, claim}; claim is "<packet>:<amount>:<grabbed_ms>:<order_no>".
 --   0 granted: claim is new, recorded and queued for the flusher
 --   1 repeat: the user's earlier claim (answered even after expiry)
 --   2 not loaded: no meta (never loaded, or Redis lost it)
@@ -29,7 +30,7 @@ local packet = redis.call('RPOP', KEYS[2])
 if not packet then
   return {4}
 end
-claim = packet .. ':' .. ARGV[2]
+claim = packet .. ':' .. ARGV[2] .. ':' .. ARGV[4]
 redis.call('HSET', KEYS[3], ARGV[1], claim)
 redis.call('LPUSH', KEYS[4], ARGV[3] .. ':' .. claim .. ':' .. ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'grabbed_cents', string.match(packet, ':(%d+)$'))

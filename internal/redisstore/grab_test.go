@@ -14,7 +14,7 @@ func TestGrabNotLoaded(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	ctx := ctxT(t)
-	_, err := s.Grab(ctx, 5, "alice", time.Now())
+	_, err := s.Grab(ctx, 5, "alice", time.Now(), orderNo())
 	if !errors.Is(err, redisstore.ErrNotLoaded) {
 		t.Fatalf("grab of unknown envelope = %v, want ErrNotLoaded", err)
 	}
@@ -35,7 +35,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 	now := time.Now()
 	packets, _ := load(t, s, id, 5, now)
 
-	first, err := s.Grab(ctx, id, "alice", now)
+	first, err := s.Grab(ctx, id, "alice", now, orderNo())
 	if err != nil {
 		t.Fatalf("grab: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 	}
 
 	// The same user again, later: the same claim, nothing popped or queued.
-	again, err := s.Grab(ctx, id, "alice", now.Add(3*time.Second))
+	again, err := s.Grab(ctx, id, "alice", now.Add(3*time.Second), orderNo())
 	if err != nil {
 		t.Fatalf("repeat grab: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 		t.Errorf("consumed holds %d claims, want 1", n)
 	}
 	// Another user gets another packet.
-	other, err := s.Grab(ctx, id, "bob", now)
+	other, err := s.Grab(ctx, id, "bob", now, orderNo())
 	if err != nil || other.PacketID == first.PacketID || other.Repeat {
 		t.Errorf("bob's grab = %+v, %v; want a new, different packet", other, err)
 	}
@@ -89,7 +89,7 @@ func TestGrabClosedStatus(t *testing.T) {
 	const id = 10
 	now := time.Now()
 	load(t, s, id, 5, now)
-	held, err := s.Grab(ctx, id, "holder", now)
+	held, err := s.Grab(ctx, id, "holder", now, orderNo())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +97,10 @@ func TestGrabClosedStatus(t *testing.T) {
 		if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", status).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Grab(ctx, id, "late", now); !errors.Is(err, redisstore.ErrClosed) {
+		if _, err := s.Grab(ctx, id, "late", now, orderNo()); !errors.Is(err, redisstore.ErrClosed) {
 			t.Errorf("status %q: grab = %v, want ErrClosed", status, err)
 		}
-		c, err := s.Grab(ctx, id, "holder", now)
+		c, err := s.Grab(ctx, id, "holder", now, orderNo())
 		if err != nil || !c.Repeat || c.PacketID != held.PacketID {
 			t.Errorf("status %q: holder's repeat = %+v, %v; want their packet %d", status, c, err, held.PacketID)
 		}
@@ -111,7 +111,7 @@ func TestGrabClosedStatus(t *testing.T) {
 	if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", "open").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grab(ctx, id, "late", now); err != nil {
+	if _, err := s.Grab(ctx, id, "late", now, orderNo()); err != nil {
 		t.Errorf("grab after reopening = %v", err)
 	}
 }
@@ -126,24 +126,24 @@ func TestGrabExpiry(t *testing.T) {
 	if _, err := s.LoadEnvelope(ctx, id, expires, total, ps); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Millisecond)); !errors.Is(err, redisstore.ErrClosed) {
+	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Millisecond), orderNo()); !errors.Is(err, redisstore.ErrClosed) {
 		t.Errorf("grab 1ms after expiry = %v, want ErrClosed", err)
 	}
-	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Hour)); !errors.Is(err, redisstore.ErrClosed) {
+	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Hour), orderNo()); !errors.Is(err, redisstore.ErrClosed) {
 		t.Errorf("grab an hour after expiry = %v, want ErrClosed", err)
 	}
-	c, err := s.Grab(ctx, id, "ontime", expires)
+	c, err := s.Grab(ctx, id, "ontime", expires, orderNo())
 	if err != nil {
 		t.Fatalf("grab at expiry = %v, want granted", err)
 	}
 	if !c.GrabbedAt.Equal(expires) {
 		t.Errorf("GrabbedAt = %v, want %v", c.GrabbedAt, expires)
 	}
-	again, err := s.Grab(ctx, id, "ontime", expires.Add(time.Hour))
+	again, err := s.Grab(ctx, id, "ontime", expires.Add(time.Hour), orderNo())
 	if err != nil || !again.Repeat || again.PacketID != c.PacketID || !again.GrabbedAt.Equal(c.GrabbedAt) {
 		t.Errorf("holder's repeat after expiry = %+v, %v; want %+v", again, err, c)
 	}
-	if _, err := s.Grab(ctx, id, "early", expires.Add(-time.Second)); err != nil {
+	if _, err := s.Grab(ctx, id, "early", expires.Add(-time.Second), orderNo()); err != nil {
 		t.Errorf("grab before expiry = %v", err)
 	}
 }
@@ -156,23 +156,23 @@ func TestGrabSoldOut(t *testing.T) {
 	const id = 12
 	now := time.Now()
 	packets, total := load(t, s, id, 2, now)
-	a, errA := s.Grab(ctx, id, "a", now)
-	b, errB := s.Grab(ctx, id, "b", now)
+	a, errA := s.Grab(ctx, id, "a", now, orderNo())
+	b, errB := s.Grab(ctx, id, "b", now, orderNo())
 	if errA != nil || errB != nil || a.PacketID == b.PacketID {
 		t.Fatalf("grabs = %+v %v, %+v %v", a, errA, b, errB)
 	}
 	if _, ok := packets[a.PacketID]; !ok {
 		t.Errorf("unknown packet %d", a.PacketID)
 	}
-	if _, err := s.Grab(ctx, id, "c", now); !errors.Is(err, redisstore.ErrSoldOut) {
+	if _, err := s.Grab(ctx, id, "c", now, orderNo()); !errors.Is(err, redisstore.ErrSoldOut) {
 		t.Errorf("grab of an empty pool = %v, want ErrSoldOut", err)
 	}
-	if _, err := s.Grab(ctx, id, "c", now); !errors.Is(err, redisstore.ErrSoldOut) {
+	if _, err := s.Grab(ctx, id, "c", now, orderNo()); !errors.Is(err, redisstore.ErrSoldOut) {
 		t.Errorf("second grab of an empty pool = %v, want ErrSoldOut", err)
 	}
 	for _, held := range []redisstore.Claim{a, b} {
 		user := map[int64]string{a.PacketID: "a", b.PacketID: "b"}[held.PacketID]
-		c, err := s.Grab(ctx, id, user, now.Add(time.Second))
+		c, err := s.Grab(ctx, id, user, now.Add(time.Second), orderNo())
 		held.Repeat = true
 		if err != nil || c != held {
 			t.Errorf("%s's repeat after sold out = %+v, %v; want %+v", user, c, err, held)
@@ -204,13 +204,13 @@ func TestGrabUserIDsRoundTrip(t *testing.T) {
 	users := []string{"a:b", "x@y.z", "wx:123@corp:9", ":lead", "trail:", "::", "名字:@", "1:2:3:4:5"}
 	got := map[string]redisstore.Claim{}
 	for _, u := range users {
-		c, err := s.Grab(ctx, id, u, now)
+		c, err := s.Grab(ctx, id, u, now, orderNo())
 		if err != nil {
 			t.Fatalf("grab by %q: %v", u, err)
 		}
 		got[u] = c
 		// The repeat is found under the same id.
-		if r, err := s.Grab(ctx, id, u, now); err != nil || !r.Repeat || r.PacketID != c.PacketID {
+		if r, err := s.Grab(ctx, id, u, now, orderNo()); err != nil || !r.Repeat || r.PacketID != c.PacketID || r.OrderNo != c.OrderNo {
 			t.Errorf("repeat by %q = %+v, %v", u, r, err)
 		}
 	}
@@ -230,8 +230,8 @@ func TestGrabUserIDsRoundTrip(t *testing.T) {
 		}
 		seen[q.UserID] = true
 		want := redisstore.QueuedClaim{EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents,
-			UserID: q.UserID, GrabbedAt: ms(now)}
-		if q != want {
+			UserID: q.UserID, GrabbedAt: ms(now), OrderNo: c.OrderNo}
+		if q != want || c.OrderNo == "" {
 			t.Errorf("ParseQueued(%q) = %+v, want %+v", raw, q, want)
 		}
 	}
@@ -246,7 +246,7 @@ func TestGrabbedCentsAndLive(t *testing.T) {
 	packets, total := load(t, s, id, 20, now)
 	var sum int64
 	for u := range 13 {
-		c, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now)
+		c, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now, orderNo())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestGrabbedCentsAndLive(t *testing.T) {
 		}
 		sum += c.AmountCents
 		// A repeat adds nothing.
-		if _, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now); err != nil {
+		if _, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now, orderNo()); err != nil {
 			t.Fatal(err)
 		}
 	}

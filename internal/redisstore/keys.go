@@ -10,8 +10,8 @@ import "strconv"
 //
 //	{<prefix>:s<shard>}:e:<envelope>:meta    hash: status, expires, count, total, grabbed_cents
 //	{<prefix>:s<shard>}:e:<envelope>:pool    list: packets not yet grabbed, "<packet>:<amount>"
-//	{<prefix>:s<shard>}:e:<envelope>:claims  hash: user -> "<packet>:<amount>:<grabbed_ms>"
-//	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<user>"
+//	{<prefix>:s<shard>}:e:<envelope>:claims  hash: user -> "<packet>:<amount>:<grabbed_ms>:<order_no>"
+//	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>"
 //	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
 //	{<prefix>:s<shard>}:rejected             list: queued claims the flusher could not read
 //

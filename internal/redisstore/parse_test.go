@@ -11,13 +11,13 @@ func TestParseQueued(t *testing.T) {
 		raw  string
 		want QueuedClaim
 	}{
-		{"1:2:3:4:u", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), UserID: "u"}},
-		{"1001:9007199254740991:100000000:1700000000123:wx:abc@corp",
+		{"1:2:3:4:9:u", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), OrderNo: "9", UserID: "u"}},
+		{"1001:9007199254740991:100000000:1700000000123:202611210000000123:wx:abc@corp",
 			QueuedClaim{EnvelopeID: 1001, PacketID: 1<<53 - 1, AmountCents: 100000000,
-				GrabbedAt: time.UnixMilli(1700000000123).UTC(), UserID: "wx:abc@corp"}},
-		{"1:2:3:4::", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), UserID: ":"}},
-		{"1:2:3:4:5:6:7", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), UserID: "5:6:7"}},
-		{"1:2:3:4: ", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), UserID: " "}},
+				GrabbedAt: time.UnixMilli(1700000000123).UTC(), OrderNo: "202611210000000123", UserID: "wx:abc@corp"}},
+		{"1:2:3:4:9::", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), OrderNo: "9", UserID: ":"}},
+		{"1:2:3:4:5:6:7", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), OrderNo: "5", UserID: "6:7"}},
+		{"1:2:3:4:9: ", QueuedClaim{EnvelopeID: 1, PacketID: 2, AmountCents: 3, GrabbedAt: time.UnixMilli(4).UTC(), OrderNo: "9", UserID: " "}},
 	}
 	for _, c := range valid {
 		got, err := ParseQueued(c.raw)
@@ -34,19 +34,22 @@ func TestParseQueued(t *testing.T) {
 		"1",
 		"1:2",
 		"1:2:3",
-		"1:2:3:4",  // no user
-		"1:2:3:4:", // empty user
-		"1:2:3::u",
-		"::::u",
-		"a:2:3:4:u",
-		"1:b:3:4:u",
-		"1:2:c:4:u",
-		"1:2:3:d:u",
-		"1.5:2:3:4:u",
-		" 1:2:3:4:u",
-		"1 :2:3:4:u",
-		"1:2:3:4.0:u",
-		"99999999999999999999:2:3:4:u", // overflows int64
+		"1:2:3:4",    // no order number, no user
+		"1:2:3:4:9",  // no user
+		"1:2:3:4:9:", // empty user
+		"1:2:3:4::u", // empty order number
+		"1:2:3:4:x:u",
+		"1:2:3::9:u",
+		":::::u",
+		"a:2:3:4:9:u",
+		"1:b:3:4:9:u",
+		"1:2:c:4:9:u",
+		"1:2:3:d:9:u",
+		"1.5:2:3:4:9:u",
+		" 1:2:3:4:9:u",
+		"1 :2:3:4:9:u",
+		"1:2:3:4.0:9:u",
+		"99999999999999999999:2:3:4:9:u", // overflows int64
 		"1:2:3:4",
 	} {
 		if got, err := ParseQueued(raw); err == nil {
@@ -57,13 +60,14 @@ func TestParseQueued(t *testing.T) {
 
 func TestParseClaim(t *testing.T) {
 	t.Parallel()
-	got, err := parseClaim("12:34:1700000000999")
-	want := Claim{PacketID: 12, AmountCents: 34, GrabbedAt: time.UnixMilli(1700000000999).UTC()}
+	got, err := parseClaim("12:34:1700000000999:202611210000000001")
+	want := Claim{PacketID: 12, AmountCents: 34, GrabbedAt: time.UnixMilli(1700000000999).UTC(), OrderNo: "202611210000000001"}
 	if err != nil || got != want {
 		t.Errorf("parseClaim = %+v, %v; want %+v", got, err, want)
 	}
 	for _, raw := range []string{
-		"", ":", "::", "1", "1:2", "1:2:", "1:2:3:", "1:2:3:4", "1:2:x", "x:2:3", "1::3", "1:2:3 ", "1:2:3:u",
+		"", ":", "::", "1", "1:2", "1:2:", "1:2:3", "1:2:3:", "1:2:3:4:", "1:2:3:4:5", "1:2:x:4", "x:2:3:4",
+		"1::3:4", "1:2:3:4 ", "1:2:3:u",
 	} {
 		if got, err := parseClaim(raw); err == nil {
 			t.Errorf("parseClaim(%q) = %+v, want an error", raw, got)
@@ -73,11 +77,11 @@ func TestParseClaim(t *testing.T) {
 
 func TestParseGrabReply(t *testing.T) {
 	t.Parallel()
-	c, err := parseGrabReply([]any{int64(grabGranted), "5:6:7"})
-	if err != nil || c != (Claim{PacketID: 5, AmountCents: 6, GrabbedAt: time.UnixMilli(7).UTC()}) {
+	c, err := parseGrabReply([]any{int64(grabGranted), "5:6:7:8"})
+	if err != nil || c != (Claim{PacketID: 5, AmountCents: 6, GrabbedAt: time.UnixMilli(7).UTC(), OrderNo: "8"}) {
 		t.Errorf("granted = %+v, %v", c, err)
 	}
-	c, err = parseGrabReply([]any{int64(grabRepeat), "5:6:7"})
+	c, err = parseGrabReply([]any{int64(grabRepeat), "5:6:7:8"})
 	if err != nil || !c.Repeat || c.PacketID != 5 {
 		t.Errorf("repeat = %+v, %v", c, err)
 	}

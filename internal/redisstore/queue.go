@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,18 +17,20 @@ type QueuedClaim struct {
 	AmountCents int64
 	UserID      string
 	GrabbedAt   time.Time
+	OrderNo     string
 }
 
-// ParseQueued reads "<envelope>:<packet>:<amount>:<grabbed_ms>:<user>"; the
-// user id comes last because it may itself contain colons.
+// ParseQueued reads "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>";
+// the user id comes last because it may itself contain colons.
 func ParseQueued(raw string) (QueuedClaim, error) {
-	f, user, err := splitInts(raw, 4)
-	if err != nil || user == "" {
+	f, rest, err := splitInts(raw, 4)
+	orderNo, user, ok := strings.Cut(rest, ":")
+	if err != nil || !ok || !isDigits(orderNo) || user == "" {
 		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
 	}
 	return QueuedClaim{
 		EnvelopeID: f[0], PacketID: f[1], AmountCents: f[2],
-		GrabbedAt: time.UnixMilli(f[3]).UTC(), UserID: user,
+		GrabbedAt: time.UnixMilli(f[3]).UTC(), OrderNo: orderNo, UserID: user,
 	}, nil
 }
 

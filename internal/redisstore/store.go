@@ -82,17 +82,19 @@ type Claim struct {
 	PacketID    int64
 	AmountCents int64
 	GrabbedAt   time.Time
+	OrderNo     string
 	Repeat      bool // the user had grabbed before; this is that same packet
 }
 
-// Grab takes a packet of the envelope for the user at time now, or returns
-// the user's earlier claim with Repeat set.
-func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time) (Claim, error) {
+// Grab takes a packet of the envelope for the user at time now, recording
+// orderNo with it, or returns the user's earlier claim (with its own order
+// number) with Repeat set.
+func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time, orderNo string) (Claim, error) {
 	keys := []string{
 		s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID),
 		s.keys.Consumed(s.keys.Shard(envelopeID)),
 	}
-	reply, err := grabScript.Run(ctx, s.rdb, keys, userID, now.UnixMilli(), envelopeID).Slice()
+	reply, err := grabScript.Run(ctx, s.rdb, keys, userID, now.UnixMilli(), envelopeID, orderNo).Slice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
 	}
@@ -117,38 +119,38 @@ func parseGrabReply(reply []any) (Claim, error) {
 	return Claim{}, fmt.Errorf("grab: unexpected reply %v", reply)
 }
 
-// parseClaim reads "<packet>:<amount>:<grabbed_ms>".
+// parseClaim reads "<packet>:<amount>:<grabbed_ms>:<order_no>".
 func parseClaim(raw string) (Claim, error) {
 	f, rest, err := splitInts(raw, 3)
-	// splitInts gives rest "" both at the end of raw and after a trailing
-	// colon; a claim ends with its timestamp, never with a colon.
-	if err != nil || rest != "" || strings.HasSuffix(raw, ":") {
+	if err != nil || !isDigits(rest) {
 		return Claim{}, fmt.Errorf("malformed claim %q", raw)
 	}
-	return Claim{PacketID: f[0], AmountCents: f[1], GrabbedAt: time.UnixMilli(f[2]).UTC()}, nil
+	return Claim{PacketID: f[0], AmountCents: f[1], GrabbedAt: time.UnixMilli(f[2]).UTC(), OrderNo: rest}, nil
 }
 
-// splitInts reads n colon-terminated integers from the front of s and returns
-// them with what follows the last colon (or "" when s ends with the n-th).
+// splitInts reads n colon-terminated integers from the front of s and
+// returns them with the rest of s.
 func splitInts(s string, n int) ([]int64, string, error) {
 	out := make([]int64, n)
 	for i := range n {
-		j := 0
-		for j < len(s) && s[j] != ':' {
-			j++
+		j := strings.IndexByte(s, ':')
+		if j < 0 {
+			return nil, "", errors.New("too few fields")
 		}
 		v, err := strconv.ParseInt(s[:j], 10, 64)
 		if err != nil {
 			return nil, "", err
 		}
-		out[i] = v
-		if j == len(s) {
-			if i != n-1 {
-				return nil, "", errors.New("too few fields")
-			}
-			return out, "", nil
-		}
-		s = s[j+1:]
+		out[i], s = v, s[j+1:]
 	}
 	return out, s, nil
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -3,10 +3,12 @@
 //
 // # Segments
 //
-// An Allocator reserves a segment of numbers in one short transaction: it
-// locks the key's row (SELECT ... FOR UPDATE), advances current_value by the
-// segment size and commits. The numbers (old, new] then belong to this process
-// alone and are handed out from memory under a mutex that never covers I/O.
+// An Allocator reserves a segment of numbers from its Source and hands them
+// out from memory under a mutex that never covers I/O. The PostgreSQL source
+// (New) reserves in one short transaction: it locks the key's row (SELECT ...
+// FOR UPDATE), advances current_value by the segment size and commits. The
+// numbers (old, new] then belong to this process alone. Other sources (a Redis
+// counter, see NewFromSource) plug into the same caching and prefetching.
 //
 // # Double buffer
 //
@@ -55,7 +57,8 @@ const (
 
 // Options tune an Allocator; the zero value is usable.
 type Options struct {
-	// Step is the segment size; 0 (or less) means the row's step column.
+	// Step is the segment size; 0 (or less) means the source's default (for
+	// the PostgreSQL source, the row's step column).
 	Step int64
 	// PrefetchAt is the fraction of a segment left when the next one is
 	// fetched in the background; 0 (or less) means 0.25, more than 1 means 1.
@@ -69,8 +72,8 @@ type Options struct {
 // Allocator hands out ids of one key. It is safe for concurrent use; create it
 // with New and release it with Close.
 type Allocator struct {
-	pool       *pgxpool.Pool
-	key        string
+	src        Source
+	key        string // names the allocator in errors and OnFetch
 	step       int64
 	prefetchAt float64
 	onFetch    func(key string, n int64, took time.Duration)
@@ -114,13 +117,20 @@ type flight struct {
 	background bool
 }
 
-// New returns an Allocator for key. It does not touch the database: an
-// unknown key is reported by the first Next or Block.
+// New returns an Allocator for key of the table sequence_numbers. It does not
+// touch the database: an unknown key is reported by the first Next or Block.
 func New(pool *pgxpool.Pool, key string, opt Options) *Allocator {
+	return NewFromSource(key, &pgSource{pool: pool, key: key}, opt)
+}
+
+// NewFromSource returns an Allocator handing out the ranges src reserves;
+// name identifies it in errors and OnFetch. It does not call src: the first
+// Next or Block does.
+func NewFromSource(name string, src Source, opt Options) *Allocator {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Allocator{
-		pool:       pool,
-		key:        key,
+		src:        src,
+		key:        name,
 		step:       max(opt.Step, 0),
 		prefetchAt: opt.PrefetchAt,
 		onFetch:    opt.OnFetch,
@@ -160,9 +170,9 @@ func (a *Allocator) Next(ctx context.Context) (int64, error) {
 
 // Block returns the first of n contiguous ids [first, first+n). They come from
 // the current segment when it has n left; otherwise a range of exactly n is
-// reserved in the database for this call and the cached segment is kept. If
-// fewer than n remain before max_value, Block returns ErrExhausted and
-// reserves nothing.
+// reserved from the source for this call and the cached segment is kept. If
+// fewer than n remain, Block returns the source's error (ErrExhausted when
+// max_value is near) and the PostgreSQL source reserves nothing.
 func (a *Allocator) Block(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, fmt.Errorf("sequence %q: block size %d: must be positive", a.key, n)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // PostgreSQL error codes (Appendix A of the manual) after which the whole
@@ -29,31 +29,29 @@ const (
 		SET current_value = $2, updated_at = now() WHERE key_name = $1`
 )
 
-// reserve advances the key's row and returns the reserved range
+// pgSource reserves ranges of one key of the table sequence_numbers.
+type pgSource struct {
+	pool *pgxpool.Pool
+	key  string
+}
+
+// Reserve advances the key's row and returns the reserved range
 // [first, first+n). With exact it reserves exactly want ids or nothing;
 // otherwise it reserves want ids (the row's step when want is 0), or whatever
 // is left before max_value.
-func (a *Allocator) reserve(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
-	start := time.Now()
+func (s *pgSource) Reserve(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
 	for attempt := 1; ; attempt++ {
-		first, n, err = a.reserveOnce(ctx, want, exact)
+		first, n, err = s.reserveOnce(ctx, want, exact)
 		if err == nil || attempt == reserveAttempts || !isTransient(err) {
-			break
+			return first, n, err
 		}
 	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("sequence %q: %w", a.key, err)
-	}
-	if a.onFetch != nil {
-		a.onFetch(a.key, n, time.Since(start))
-	}
-	return first, n, nil
 }
 
-func (a *Allocator) reserveOnce(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
-	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+func (s *pgSource) reserveOnce(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var cur, maxValue, step int64
-		if err := tx.QueryRow(ctx, lockRow, a.key).Scan(&cur, &maxValue, &step); err != nil {
+		if err := tx.QueryRow(ctx, lockRow, s.key).Scan(&cur, &maxValue, &step); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrUnknownKey
 			}
@@ -63,7 +61,7 @@ func (a *Allocator) reserveOnce(ctx context.Context, want int64, exact bool) (fi
 		if n, err = rangeSize(maxValue-cur, step, want, exact); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, advanceRow, a.key, cur+n); err != nil {
+		if _, err := tx.Exec(ctx, advanceRow, s.key, cur+n); err != nil {
 			return fmt.Errorf("advance row: %w", err)
 		}
 		first = cur + 1

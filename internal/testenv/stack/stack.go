@@ -13,6 +13,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
+	"redpacket/internal/ids"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/sequence"
@@ -49,9 +50,13 @@ func New(t testing.TB) *Stack {
 	packetIDs := sequence.New(pool, "packet", sequence.Options{})
 	t.Cleanup(envIDs.Close)
 	t.Cleanup(packetIDs.Close)
+	orderNos := ids.NewOrderNumbers(rdb, s.Redis.Keys(), ids.OrderConfig{Now: s.Clock.Now})
+	t.Cleanup(orderNos.Close)
 	s.Svc = grab.New(grab.Config{
-		PG: s.PG, Redis: s.Redis, EnvIDs: envIDs, PacketIDs: packetIDs,
-		Limits: envelope.DefaultLimits(), Now: s.Clock.Now, Log: zaptest.NewLogger(t),
+		PG: s.PG, Redis: s.Redis, EnvIDs: envIDs, PacketIDs: packetIDs, OrderNos: orderNos,
+		Shares:   ids.NewShareCodes(rdb, s.Redis.Keys(), ids.ShareConfig{Now: s.Clock.Now}),
+		ShortIDs: ids.NewShortIDs(rdb, s.Redis.Keys(), pool, ids.ShortIDConfig{}),
+		Limits:   envelope.DefaultLimits(), Now: s.Clock.Now, Log: zaptest.NewLogger(t),
 	})
 	return s
 }
