@@ -79,7 +79,7 @@ func TestConcurrentGrabsMatchPostgres(t *testing.T) {
 	if err := f.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT id, amount_cents, claimed_by, claimed_at FROM packets
+	rows, err := s.Pool.Query(ctx, `SELECT id, amount_cents, claimed_by, claimed_at, order_no FROM packets
 		WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, e.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -89,11 +89,13 @@ func TestConcurrentGrabsMatchPostgres(t *testing.T) {
 		var id, amount int64
 		var user string
 		var at time.Time
-		if err := rows.Scan(&id, &amount, &user, &at); err != nil {
+		var orderNo *string
+		if err := rows.Scan(&id, &amount, &user, &at, &orderNo); err != nil {
 			t.Fatal(err)
 		}
 		c, ok := winners[user]
-		if !ok || c.PacketID != id || c.AmountCents != amount || !at.Equal(c.GrabbedAt) {
+		if !ok || c.PacketID != id || c.AmountCents != amount || !at.Equal(c.GrabbedAt) ||
+			orderNo == nil || *orderNo != c.OrderNo {
 			t.Fatalf("postgres has packet %d (%d cents, %v) for %s; the answer was %+v", id, amount, at, user, c)
 		}
 		n++
