@@ -115,7 +115,27 @@ func ensureTemplate(ctx context.Context, c *pgx.Conn, admin, name string) error 
 		return err
 	}
 	_, err := c.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{scratch}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize())
+	if err == nil {
+		dropStaleTemplates(ctx, c, name)
+	}
 	return err
+}
+
+// dropStaleTemplates removes templates of earlier schemas, so a server shared
+// across many runs does not collect them. One still being cloned is in use
+// and stays (the drop fails); a later run removes it.
+func dropStaleTemplates(ctx context.Context, c *pgx.Conn, current string) {
+	rows, err := c.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'rp\_tmpl\_%' AND datname <> $1`, current)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize())
+	}
 }
 
 func cloneDatabase(ctx context.Context, c *pgx.Conn, tmpl, name string) error {
