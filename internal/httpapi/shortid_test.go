@@ -25,7 +25,7 @@ func TestShortID(t *testing.T) {
 		t.Errorf("u-43 got %s; u-42 has %s", other, first)
 	}
 	for path, code := range map[string]string{
-		"/v1/users/bad%20id/short-id": "invalid_argument",
+		"/v1/users/bad%20id/short-id":                        "invalid_argument",
 		"/v1/users/" + strings.Repeat("x", 65) + "/short-id": "invalid_argument",
 	} {
 		a := c.do("POST", path, "")
