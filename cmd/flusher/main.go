@@ -95,7 +95,10 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 
 	ops := &http.Server{Handler: opsHandler(clients, log), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
-	go func() { served <- daemon.Serve(ctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout) }()
+	go func() {
+		served <- daemon.Serve(ctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout)
+		stop() // the probes are gone (say, the port is taken): stop rather than run unseen
+	}()
 
 	// Run returns after finishing the batch in hand once ctx is cancelled.
 	runErr := f.Run(ctx)

@@ -28,19 +28,19 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	claims, malformed := parseBatch(raw)
+	res, err := f.pg.ApplyClaims(ctx, claims)
+	if err != nil {
+		return 0, fmt.Errorf("shard %d: %w", shard, err)
+	}
 	if len(malformed) > 0 {
 		// Only this service writes the queue, so this is corruption: keep
-		// the entries where an operator can find them before dropping them
-		// from the batch.
+		// the entries where an operator can find them before the ack drops
+		// them. After the commit, so a retried batch copies them once.
 		if err := f.redis.Reject(ctx, shard, malformed); err != nil {
 			return 0, err
 		}
 		f.log.Error("malformed claims moved to the shard's rejected list",
 			zap.Int("shard", shard), zap.Strings("claims", malformed))
-	}
-	res, err := f.pg.ApplyClaims(ctx, claims)
-	if err != nil {
-		return 0, fmt.Errorf("shard %d: %w", shard, err)
 	}
 	f.report(shard, len(claims), res)
 	if err := hook(f.afterCommit, shard); err != nil {

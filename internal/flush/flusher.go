@@ -76,8 +76,10 @@ func (f *Flusher) Run(ctx context.Context) error {
 	var nextRepair time.Time
 	for ctx.Err() == nil {
 		busy, err := f.Pass(ctx)
-		if err == nil && !f.now().Before(nextRepair) {
-			err = f.RepairLoading(ctx)
+		// Repair runs on its own clock: one failing shard must not keep
+		// envelopes of every shard waiting in loading.
+		if !f.now().Before(nextRepair) {
+			err = errors.Join(err, f.RepairLoading(ctx))
 			nextRepair = f.now().Add(f.cfg.RepairEvery)
 		}
 		switch {

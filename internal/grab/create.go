@@ -43,11 +43,11 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 	}
 	id, err := s.envIDs.Next(ctx)
 	if err != nil {
-		return Envelope{}, fmt.Errorf("allocate envelope id: %w", err)
+		return Envelope{}, fmt.Errorf("%w: allocate envelope id: %w", ErrUnavailable, err)
 	}
 	firstPacket, err := s.packetIDs.Block(ctx, int64(count))
 	if err != nil {
-		return Envelope{}, fmt.Errorf("allocate %d packet ids: %w", count, err)
+		return Envelope{}, fmt.Errorf("%w: allocate %d packet ids: %w", ErrUnavailable, count, err)
 	}
 	now := s.Now()
 	row := pgstore.Envelope{
@@ -55,7 +55,7 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 		TotalCents: req.TotalCents, Count: count, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if err := s.insert(ctx, &row, firstPacket, amounts); err != nil {
-		return Envelope{}, err
+		return Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()

@@ -64,5 +64,9 @@ func (s *Service) ShortID(ctx context.Context, userID string) (int64, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return 0, err
 	}
-	return s.shortIDs.Get(ctx, userID)
+	id, err := s.shortIDs.Get(ctx, userID)
+	if err != nil {
+		return 0, fmt.Errorf("%w: short id: %w", ErrUnavailable, err)
+	}
+	return id, nil
 }
