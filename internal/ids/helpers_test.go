@@ -41,26 +41,6 @@ func newClient(t testing.TB) redis.UniversalClient {
 	return c
 }
 
-// clock is an injectable clock the test moves by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // lastInstant is 23:59:59.999 of the day, in loc.
 func lastInstant(y int, m time.Month, d int, loc *time.Location) time.Time {
 	return time.Date(y, m, d, 23, 59, 59, 999_000_000, loc)

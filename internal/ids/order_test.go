@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
 )
 
 func newOrders(t testing.TB, rdb redis.UniversalClient, keys redisstore.Keys, cfg OrderConfig) *OrderNumbers {
@@ -52,7 +53,7 @@ func TestOrderFormat(t *testing.T) {
 	keys, rdb, _ := twoClients(t)
 	ctx := testCtx(t)
 	// 16:30 UTC is already the next day in Shanghai.
-	clk := newClock(time.Date(2024, 3, 9, 16, 30, 0, 0, time.UTC))
+	clk := testenv.NewClock(time.Date(2024, 3, 9, 16, 30, 0, 0, time.UTC))
 	o := newOrders(t, rdb, keys, OrderConfig{Location: shanghai, Now: clk.Now})
 
 	for i := 1; i <= 3; i++ {
@@ -158,7 +159,7 @@ func TestOrderDayChange(t *testing.T) {
 			t.Parallel()
 			keys, rdb, _ := twoClients(t)
 			ctx := testCtx(t)
-			clk := newClock(lastInstant(2024, 12, 31, loc))
+			clk := testenv.NewClock(lastInstant(2024, 12, 31, loc))
 			o := newOrders(t, rdb, keys, OrderConfig{Segment: 100, Location: loc, Now: clk.Now})
 			seen := newSet()
 			draw := func(date string, wantFirst int64, n int) {
@@ -233,7 +234,7 @@ func TestOrderDayChangeConcurrent(t *testing.T) {
 	keys, rdbA, rdbB := twoClients(t)
 	ctx := testCtx(t)
 	midnight := time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)
-	clk := newClock(midnight.Add(-time.Millisecond))
+	clk := testenv.NewClock(midnight.Add(-time.Millisecond))
 	gens := []*OrderNumbers{
 		newOrders(t, rdbA, keys, OrderConfig{Segment: 50, Location: shanghai, Now: clk.Now}),
 		newOrders(t, rdbB, keys, OrderConfig{Segment: 20, Location: shanghai, Now: clk.Now}),
@@ -295,7 +296,7 @@ func TestOrderExhausted(t *testing.T) {
 	t.Parallel()
 	keys, rdbA, rdbB := twoClients(t)
 	ctx := testCtx(t)
-	clk := newClock(time.Date(2024, 2, 29, 12, 0, 0, 0, shanghai))
+	clk := testenv.NewClock(time.Date(2024, 2, 29, 12, 0, 0, 0, shanghai))
 	cfg := OrderConfig{Width: 2, Segment: 7, Location: shanghai, Now: clk.Now}
 	gens := []*OrderNumbers{newOrders(t, rdbA, keys, cfg), newOrders(t, rdbB, keys, cfg)}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
 )
 
 // newShares returns a generator whose pool holds size entries, 10000 on.
@@ -90,7 +91,7 @@ func TestShareUniqueConcurrent(t *testing.T) {
 	t.Parallel()
 	keys, rdbA, rdbB := twoClients(t)
 	ctx := testCtx(t)
-	clk := newClock(time.Date(2025, 6, 30, 10, 0, 0, 0, time.UTC))
+	clk := testenv.NewClock(time.Date(2025, 6, 30, 10, 0, 0, 0, time.UTC))
 	const size = 50
 	cfg := ShareConfig{Now: clk.Now}
 	gens := []*ShareCodes{newShares(rdbA, keys, cfg, size), newShares(rdbB, keys, cfg, size)}
@@ -195,7 +196,7 @@ func TestShareDayChange(t *testing.T) {
 			t.Parallel()
 			keys, rdb, _ := twoClients(t)
 			ctx := testCtx(t)
-			clk := newClock(lastInstant(2024, 12, 31, loc))
+			clk := testenv.NewClock(lastInstant(2024, 12, 31, loc))
 			const size = 10
 			s := newShares(rdb, keys, ShareConfig{Location: loc, Now: clk.Now}, size)
 			take := func(n int) []string {
@@ -231,7 +232,7 @@ func TestShareExhaustedMessage(t *testing.T) {
 	t.Parallel()
 	keys, rdb, _ := twoClients(t)
 	ctx := testCtx(t)
-	s := newShares(rdb, keys, ShareConfig{Now: newClock(time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)).Now}, 1)
+	s := newShares(rdb, keys, ShareConfig{Now: testenv.NewClock(time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)).Now}, 1)
 	if _, err := s.Next(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@
 package stack
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ type Stack struct {
 	PG     *pgstore.Store
 	Redis  *redisstore.Store
 	Svc    *grab.Service
-	Clock  *Clock
+	Clock  *testenv.Clock
 }
 
 // New builds a stack; everything is closed and dropped when the test ends.
@@ -44,7 +43,7 @@ func New(t testing.TB) *Stack {
 		Pool: pool, DBURL: dbURL, RDB: rdb, Prefix: prefix,
 		PG:    pgstore.New(pool),
 		Redis: redisstore.New(rdb, prefix, Shards),
-		Clock: NewClock(time.Now()),
+		Clock: testenv.NewClock(time.Now()),
 	}
 	envIDs := sequence.New(pool, "envelope", sequence.Options{})
 	packetIDs := sequence.New(pool, "packet", sequence.Options{})
@@ -59,27 +58,4 @@ func New(t testing.TB) *Stack {
 		Limits:   envelope.DefaultLimits(), Now: s.Clock.Now, Log: zaptest.NewLogger(t),
 	})
 	return s
-}
-
-// Clock is a settable clock, safe for concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewClock returns a clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now reads the clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
