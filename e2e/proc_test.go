@@ -23,7 +23,7 @@ var (
 	buildErr  error
 )
 
-// binaries builds cmd/grabber and cmd/flusher once per test process.
+// binaries builds every command under cmd/ once per test process.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -31,7 +31,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "redpacket/cmd/grabber", "redpacket/cmd/flusher")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "redpacket/cmd/...")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
