@@ -36,6 +36,7 @@ const (
 	StatusExpired   Status = "expired"
 	StatusSettled   Status = "settled"
 	StatusSuspended Status = "suspended"
+	StatusFailed    Status = "failed" // creation never finished; nothing was offered, all refunded
 )
 
 // ErrInvalid is wrapped by every validation error (errors.Is(err, ErrInvalid)).
