@@ -43,6 +43,9 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 			zap.Int("shard", shard), zap.Strings("claims", malformed))
 	}
 	f.report(shard, len(claims), res)
+	if err := f.checkBatch(ctx, claims, res); err != nil {
+		return 0, err
+	}
 	if err := hook(f.afterCommit, shard); err != nil {
 		return 0, err
 	}

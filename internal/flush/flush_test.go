@@ -230,7 +230,7 @@ func TestRepairLoadingEnvelope(t *testing.T) {
 	f := newFlusher(t, s, Config{RepairAfter: 30 * time.Second})
 	f.now = s.Clock.Now
 	for range 2 { // a second round must change nothing
-		if err := f.RepairLoading(ctx); err != nil {
+		if err := f.Upkeep(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ package flush
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,12 @@ type Config struct {
 	MaxBackoff  time.Duration // longest pause after a failure (default 5s)
 	RepairEvery time.Duration // how often to look for envelopes left loading (default 5s)
 	RepairAfter time.Duration // age at which a loading envelope is repaired (default 30s)
+	// FailAfter is the age at which an envelope still loading is given up
+	// (failed, all refunded) instead of loaded: its creator was told it
+	// failed long ago (default 10m).
+	FailAfter   time.Duration
+	SettleEvery time.Duration // how often to check epochs and settle due envelopes (default 1s)
+	KeyTTL      time.Duration // lifetime of a settled envelope's Redis keys (default 24h)
 }
 
 func (c Config) withDefaults() Config {
@@ -37,6 +44,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBackoff, 5*time.Second)
 	def(&c.RepairEvery, 5*time.Second)
 	def(&c.RepairAfter, 30*time.Second)
+	def(&c.FailAfter, 10*time.Minute)
+	def(&c.SettleEvery, time.Second)
+	def(&c.KeyTTL, 24*time.Hour)
 	return c
 }
 
@@ -48,10 +58,13 @@ type Flusher struct {
 	log   *zap.Logger
 	now   func() time.Time
 
+	suspended atomic.Int64 // envelopes this flusher suspended
+
 	// Test hooks, called between the steps of a batch; an error stops the
 	// batch there as a crash would.
 	afterTake   func(shard int) error
 	afterCommit func(shard int) error
+	afterClose  func(envelopeID int64) error
 }
 
 // New returns a Flusher.
@@ -71,16 +84,21 @@ const batchTimeout = 30 * time.Second
 // starts with what is in flight.
 func (f *Flusher) Run(ctx context.Context) error {
 	f.log.Info("flusher running", zap.Int("shards", f.redis.Keys().Shards()),
-		zap.Int("batch_size", f.cfg.BatchSize), zap.Duration("idle_wait", f.cfg.IdleWait))
+		zap.Int("batch_size", f.cfg.BatchSize), zap.Duration("idle_wait", f.cfg.IdleWait),
+		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
 	backoff := backoffStart
-	var nextRepair time.Time
+	var nextUpkeep, nextRepair time.Time
 	for ctx.Err() == nil {
 		busy, err := f.Pass(ctx)
-		// Repair runs on its own clock: one failing shard must not keep
-		// envelopes of every shard waiting in loading.
-		if !f.now().Before(nextRepair) {
-			err = errors.Join(err, f.RepairLoading(ctx))
-			nextRepair = f.now().Add(f.cfg.RepairEvery)
+		// Upkeep runs on its own clock: a failing shard must not hold up
+		// settlement or repair of the others.
+		if now := f.now(); !now.Before(nextUpkeep) {
+			repair := !now.Before(nextRepair)
+			err = errors.Join(err, f.Upkeep(ctx, repair))
+			nextUpkeep = now.Add(f.cfg.SettleEvery)
+			if repair {
+				nextRepair = now.Add(f.cfg.RepairEvery)
+			}
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -97,6 +115,24 @@ func (f *Flusher) Run(ctx context.Context) error {
 	f.log.Info("flusher stopped")
 	return nil
 }
+
+// Upkeep checks every shard's epoch, then settles the envelopes that are due
+// and, when repair is set, finishes envelopes left loading. Repair needs the
+// epochs: it is skipped while they cannot be checked.
+func (f *Flusher) Upkeep(ctx context.Context, repair bool) error {
+	epochs, err := f.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	err = f.Settle(ctx)
+	if repair {
+		err = errors.Join(err, f.RepairLoading(ctx, epochs))
+	}
+	return err
+}
+
+// Suspended counts the envelopes this flusher has suspended.
+func (f *Flusher) Suspended() int64 { return f.suspended.Load() }
 
 const backoffStart = 50 * time.Millisecond
 

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 )
 
@@ -15,43 +16,85 @@ const repairBatch = 100
 
 // RepairLoading finishes envelopes left loading for longer than RepairAfter:
 // a grabber died (or lost Redis) between committing an envelope and marking
-// it open. Loading is idempotent, so racing a slow grabber is harmless.
-func (f *Flusher) RepairLoading(ctx context.Context) error {
-	stuck, err := f.pg.LoadingEnvelopes(ctx, f.now().Add(-f.cfg.RepairAfter), repairBatch)
+// it open. One not yet expired and younger than FailAfter is loaded (loading
+// is idempotent, so racing a slow grabber is harmless); any other is failed,
+// all its packets refunded, unless Redis shows it was loaded after all.
+// epochs are the shard tokens Reconcile just checked: Redis acts only while
+// a shard still holds its token, so a shard that lost its data in between
+// is never taken for one whose envelope was simply never loaded.
+func (f *Flusher) RepairLoading(ctx context.Context, epochs []string) error {
+	now := f.now()
+	stuck, err := f.pg.LoadingEnvelopes(ctx, now.Add(-f.cfg.RepairAfter), repairBatch)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, e := range stuck {
-		ids, amounts, err := f.pg.UnclaimedPackets(ctx, e.ID)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		epoch := epochs[e.Shard]
+		if now.After(e.ExpiresAt) || now.Sub(e.CreatedAt) > f.cfg.FailAfter {
+			err = f.failLoading(ctx, epoch, e)
+		} else {
+			err = f.load(ctx, epoch, e)
 		}
-		packets := make([]redisstore.Packet, len(ids))
-		for i := range ids {
-			packets[i] = redisstore.Packet{ID: ids[i], AmountCents: amounts[i]}
-		}
-		loaded, err := f.redis.LoadEnvelope(ctx, e.ID, e.ExpiresAt, e.TotalCents, packets)
 		if errors.Is(err, redisstore.ErrInconsistent) {
-			f.log.Error("loading envelope has partial redis state; left loading for an operator",
-				zap.Int64("envelope_id", e.ID), zap.Error(err))
-			continue
+			err = f.suspend(ctx, e.ID, "redis holds part of the envelope's state without its meta")
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, redisstore.ErrEpochChanged) {
 			errs = append(errs, err)
-			continue
 		}
-		status, err := f.pg.MarkLoaded(ctx, e.ID)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		f.log.Warn("repaired envelope left loading", zap.Int64("envelope_id", e.ID),
-			zap.Bool("pool_loaded_now", loaded), zap.String("status", status))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("repair loading envelopes: %w", err)
 	}
+	return nil
+}
+
+func (f *Flusher) load(ctx context.Context, epoch string, e pgstore.Envelope) error {
+	ids, amounts, err := f.pg.UnclaimedPackets(ctx, e.ID)
+	if err != nil {
+		return err
+	}
+	packets := make([]redisstore.Packet, len(ids))
+	for i := range ids {
+		packets[i] = redisstore.Packet{ID: ids[i], AmountCents: amounts[i]}
+	}
+	loaded, err := f.redis.LoadEnvelopeIn(ctx, epoch, e.ID, e.ExpiresAt, e.TotalCents, packets)
+	if err != nil {
+		return err
+	}
+	return f.markLoaded(ctx, e.ID, loaded)
+}
+
+func (f *Flusher) markLoaded(ctx context.Context, id int64, loadedNow bool) error {
+	status, err := f.pg.MarkLoaded(ctx, id)
+	if err != nil {
+		return err
+	}
+	f.log.Warn("repaired envelope left loading", zap.Int64("envelope_id", id),
+		zap.Bool("pool_loaded_now", loadedNow), zap.String("status", status))
+	return nil
+}
+
+// failLoading gives an envelope up: a failed meta in Redis first, so a late
+// load by its creator changes nothing, then every packet refunded.
+func (f *Flusher) failLoading(ctx context.Context, epoch string, e pgstore.Envelope) error {
+	wasLoaded, err := f.redis.Fail(ctx, epoch, e.ID, f.cfg.KeyTTL)
+	if err != nil {
+		return err
+	}
+	if wasLoaded {
+		// It may have been offered: it is an ordinary envelope now, and
+		// settlement takes it from here.
+		return f.markLoaded(ctx, e.ID, false)
+	}
+	st, err := f.pg.FailLoading(ctx, e.ID, f.now())
+	if errors.Is(err, pgstore.ErrWrongStatus) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	f.log.Warn("gave up an envelope that never finished loading; nothing was offered, all refunded",
+		zap.Int64("envelope_id", e.ID), zap.Int64("refunded_cents", st.RefundedCents))
 	return nil
 }

@@ -61,9 +61,9 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 	defer cancel()
 	status, err := s.load(ctx, row, firstPacket, amounts)
 	if err != nil {
-		s.log.Error("envelope stays loading until the flusher repairs it",
+		s.log.Error("envelope could not be opened; the flusher repairs or gives it up",
 			zap.Int64("envelope_id", id), zap.Error(err))
-		return Envelope{}, fmt.Errorf("%w: envelope %d is still loading: %v", ErrUnavailable, id, err)
+		return Envelope{}, fmt.Errorf("%w: envelope %d could not be opened: %v", ErrUnavailable, id, err)
 	}
 	return Envelope{
 		ID: id, ShareCode: *row.ShareCode, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
@@ -99,5 +99,14 @@ func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int6
 	if _, err := s.redis.LoadEnvelope(ctx, e.ID, e.ExpiresAt, e.TotalCents, packets); err != nil {
 		return "", err
 	}
-	return s.pg.MarkLoaded(ctx, e.ID)
+	status, err := s.pg.MarkLoaded(ctx, e.ID)
+	if err != nil {
+		return "", err
+	}
+	switch envelope.Status(status) {
+	case envelope.StatusOpen, envelope.StatusSoldOut:
+		return status, nil
+	}
+	// The flusher gave it up (failed) or suspended it while this was slow.
+	return "", fmt.Errorf("envelope %d is %s", e.ID, status)
 }

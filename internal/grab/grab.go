@@ -33,30 +33,48 @@ func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore
 		return c, ErrSoldOut
 	case errors.Is(err, redisstore.ErrClosed):
 		return c, ErrExpired
+	case errors.Is(err, redisstore.ErrSuspended):
+		return c, fmt.Errorf("%w: envelope %d is suspended until an operator recovers it", ErrUnavailable, id)
 	case errors.Is(err, redisstore.ErrNotLoaded):
-		return c, s.whyNotLoaded(ctx, id)
+		return s.notLoaded(ctx, id, userID)
 	}
 	return c, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// whyNotLoaded explains a grab of an envelope Redis does not hold, from
-// PostgreSQL: it never existed, it is finished and its keys have expired, or
-// it is not (or no longer) in Redis and must not be offered.
-func (s *Service) whyNotLoaded(ctx context.Context, id int64) error {
+// notLoaded answers a grab of an envelope Redis does not hold, from
+// PostgreSQL: it never existed; it is finished and its keys have expired (a
+// user who holds a packet still gets it back as a repeat); or it is not (or
+// no longer) in Redis and must not be offered.
+func (s *Service) notLoaded(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
 	e, err := s.pg.Envelope(ctx, id)
 	switch {
 	case errors.Is(err, pgstore.ErrNotFound):
-		return ErrNotFound
+		return redisstore.Claim{}, ErrNotFound
 	case err != nil:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	switch envelope.Status(e.Status) {
-	case envelope.StatusExpired, envelope.StatusSettled:
-		return ErrExpired
-	case envelope.StatusSoldOut:
-		return ErrSoldOut
+	case envelope.StatusSettled, envelope.StatusSoldOut:
+		return s.heldClaim(ctx, e, userID)
+	case envelope.StatusExpired, envelope.StatusFailed:
+		return redisstore.Claim{}, ErrExpired
 	}
-	return fmt.Errorf("%w: envelope %d is %s and not in redis", ErrUnavailable, id, e.Status)
+	return redisstore.Claim{}, fmt.Errorf("%w: envelope %d is %s and not in redis", ErrUnavailable, id, e.Status)
+}
+
+// heldClaim answers a grab of a finished envelope from PostgreSQL.
+func (s *Service) heldClaim(ctx context.Context, e pgstore.Envelope, userID string) (redisstore.Claim, error) {
+	h, err := s.pg.UserClaim(ctx, e.ID, userID)
+	switch {
+	case err == nil:
+		return redisstore.Claim{PacketID: h.PacketID, AmountCents: h.AmountCents, GrabbedAt: h.ClaimedAt.UTC(),
+			OrderNo: h.OrderNo, Repeat: true}, nil
+	case !errors.Is(err, pgstore.ErrNotFound):
+		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case e.ClaimedCents == e.TotalCents:
+		return redisstore.Claim{}, ErrSoldOut
+	}
+	return redisstore.Claim{}, ErrExpired
 }
 
 // ShortID returns the user's short numeric id, the same one every time.

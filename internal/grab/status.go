@@ -9,6 +9,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
 )
 
 // Status is an envelope's state for the status endpoint: the row from
@@ -53,9 +54,10 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	st := Status{Envelope: e}
-	if live.Loaded {
-		st.RemainingCount = live.Remaining
-		st.GrabbedCount = int64(e.Count) - live.Remaining
+	if live.Loaded && live.Status != redisstore.MetaFailed {
+		// Every grant adds one claim, and closing drops the pool, so the
+		// claims are the grabbed count in every state.
+		st.GrabbedCount = live.Claims
 		st.GrabbedCents = live.GrabbedCents
 	} else {
 		// Not (or no longer) in Redis: what PostgreSQL holds is all there is.
@@ -63,22 +65,28 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 			return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		st.GrabbedCents = e.ClaimedCents
-		if e.Status != string(envelope.StatusLoading) && e.Status != string(envelope.StatusSettled) {
-			st.RemainingCount = int64(e.Count) - st.GrabbedCount
-		}
 	}
-	st.Status = liveStatus(e, live.Loaded, st.RemainingCount, s.Now())
+	switch envelope.Status(e.Status) {
+	case envelope.StatusLoading, envelope.StatusSettled, envelope.StatusFailed:
+		// Nothing is offered: not yet, or the rest went back to the sender.
+	default:
+		st.RemainingCount = int64(e.Count) - st.GrabbedCount
+	}
+	st.Status = liveStatus(e, live, st.RemainingCount, s.Now())
 	return st, nil
 }
 
 // liveStatus is the PostgreSQL status, moved on by what Redis already knows:
 // an open envelope with nothing left is sold out, one past its expiry has
 // expired, before the flusher records either.
-func liveStatus(e pgstore.Envelope, loaded bool, remaining int64, now time.Time) string {
-	if e.Status != string(envelope.StatusOpen) || !loaded {
+func liveStatus(e pgstore.Envelope, live redisstore.Live, remaining int64, now time.Time) string {
+	if e.Status != string(envelope.StatusOpen) || !live.Loaded {
 		return e.Status
 	}
-	if now.After(e.ExpiresAt) {
+	if live.Status == redisstore.MetaSuspended {
+		return string(envelope.StatusSuspended)
+	}
+	if live.Status == redisstore.MetaClosed || now.After(e.ExpiresAt) {
 		return string(envelope.StatusExpired)
 	}
 	if remaining == 0 {

@@ -26,6 +26,10 @@ type Conflict struct {
 	Reason string
 }
 
+// ConflictOrderNo is the reason of a conflict that only lost the claim its
+// order number (another packet has it); the claim itself was applied.
+const ConflictOrderNo = "order_no_in_use"
+
 // ApplyResult tells what one batch changed.
 type ApplyResult struct {
 	Applied   int        // packets newly marked claimed

@@ -54,15 +54,17 @@ type Envelope struct {
 	SettledAt     *time.Time
 	ClaimedCents  int64
 	RefundedCents int64
+	SuspendedAt   *time.Time
+	SuspendReason *string
 }
 
 const envelopeColumns = `id, shard, share_code, sender_id, total_cents, count, status,
-	created_at, expires_at, settled_at, claimed_cents, refunded_cents`
+	created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason`
 
 func scanEnvelope(row pgx.Row) (Envelope, error) {
 	var e Envelope
 	err := row.Scan(&e.ID, &e.Shard, &e.ShareCode, &e.SenderID, &e.TotalCents, &e.Count, &e.Status,
-		&e.CreatedAt, &e.ExpiresAt, &e.SettledAt, &e.ClaimedCents, &e.RefundedCents)
+		&e.CreatedAt, &e.ExpiresAt, &e.SettledAt, &e.ClaimedCents, &e.RefundedCents, &e.SuspendedAt, &e.SuspendReason)
 	return e, err
 }
 
@@ -140,12 +142,8 @@ func (s *Store) EnvelopeByShareCode(ctx context.Context, code string) (Envelope,
 // LoadingEnvelopes lists envelopes still loading that were created before
 // the given time: their creator died or gave up between the steps.
 func (s *Store) LoadingEnvelopes(ctx context.Context, createdBefore time.Time, limit int) ([]Envelope, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+envelopeColumns+` FROM envelopes
+	return s.envelopes(ctx, `SELECT `+envelopeColumns+` FROM envelopes
 		WHERE status = 'loading' AND created_at < $1 ORDER BY id LIMIT $2`, createdBefore, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list loading envelopes: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Envelope, error) { return scanEnvelope(r) })
 }
 
 // UnclaimedPackets returns the ids and amounts of an envelope's packets that

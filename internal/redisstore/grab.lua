@@ -13,8 +13,10 @@
 --   0 granted: claim is new, recorded and queued for the flusher
 --   1 repeat: the user's earlier claim (answered even after expiry)
 --   2 not loaded: no meta (never loaded, or Redis lost it)
---   3 closed: the envelope is not open, or now is past its expiry
+--   3 closed: the envelope is closed (settling or settled), failed, or now is
+--     past its expiry
 --   4 sold out: no packet left
+--   5 suspended: Redis lost state of this envelope; an operator decides
 local claim = redis.call('HGET', KEYS[3], ARGV[1])
 if claim then
   return {1, claim}
@@ -22,6 +24,9 @@ end
 local meta = redis.call('HMGET', KEYS[1], 'status', 'expires')
 if not meta[1] then
   return {2}
+end
+if meta[1] == 'suspended' then
+  return {5}
 end
 if meta[1] ~= 'open' or tonumber(ARGV[2]) > tonumber(meta[2]) then
   return {3}

@@ -93,12 +93,15 @@ func TestGrabClosedStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []string{"closed", "suspended", "loading", ""} {
+	for status, want := range map[string]error{
+		"closed": redisstore.ErrClosed, "failed": redisstore.ErrClosed, "loading": redisstore.ErrClosed,
+		"": redisstore.ErrClosed, "suspended": redisstore.ErrSuspended,
+	} {
 		if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", status).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Grab(ctx, id, "late", now, orderNo()); !errors.Is(err, redisstore.ErrClosed) {
-			t.Errorf("status %q: grab = %v, want ErrClosed", status, err)
+		if _, err := s.Grab(ctx, id, "late", now, orderNo()); !errors.Is(err, want) {
+			t.Errorf("status %q: grab = %v, want %v", status, err, want)
 		}
 		c, err := s.Grab(ctx, id, "holder", now, orderNo())
 		if err != nil || !c.Repeat || c.PacketID != held.PacketID {
@@ -267,7 +270,7 @@ func TestGrabbedCentsAndLive(t *testing.T) {
 		t.Errorf("meta grabbed_cents = %d, %v; want %d", got, err, sum)
 	}
 	live, err := s.Live(ctx, id)
-	want := redisstore.Live{Loaded: true, Status: "open", Remaining: 7, GrabbedCents: sum}
+	want := redisstore.Live{Loaded: true, Status: "open", Remaining: 7, Claims: 13, GrabbedCents: sum}
 	if err != nil || live != want {
 		t.Errorf("Live = %+v, %v; want %+v", live, err, want)
 	}

@@ -14,6 +14,8 @@ import "strconv"
 //	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>"
 //	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
 //	{<prefix>:s<shard>}:rejected             list: queued claims the flusher could not read
+//	{<prefix>:s<shard>}:epoch                string: token the flusher also keeps in PostgreSQL;
+//	                                         gone or different means the shard lost its data
 //
 // Identifier generators share one more tag, {<prefix>:ids}:
 //
@@ -64,6 +66,10 @@ func (k Keys) Inflight(shard int) string { return k.tag(shard) + ":inflight" }
 
 // Rejected is the shard's list of queued claims the flusher could not read.
 func (k Keys) Rejected(shard int) string { return k.tag(shard) + ":rejected" }
+
+// Epoch is the shard's token: the flusher keeps the same one in PostgreSQL,
+// so a shard whose token vanished is known to have lost its data.
+func (k Keys) Epoch(shard int) string { return k.tag(shard) + ":epoch" }
 
 func (k Keys) ids() string { return "{" + k.prefix + ":ids}" }
 

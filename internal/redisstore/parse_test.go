@@ -65,8 +65,12 @@ func TestParseClaim(t *testing.T) {
 	if err != nil || got != want {
 		t.Errorf("parseClaim = %+v, %v; want %+v", got, err, want)
 	}
+	// A claim restored from a PostgreSQL row without an order number.
+	if got, err := parseClaim("1:2:3:"); err != nil || got.OrderNo != "" || got.PacketID != 1 {
+		t.Errorf("parseClaim(%q) = %+v, %v; want packet 1 without order number", "1:2:3:", got, err)
+	}
 	for _, raw := range []string{
-		"", ":", "::", "1", "1:2", "1:2:", "1:2:3", "1:2:3:", "1:2:3:4:", "1:2:3:4:5", "1:2:x:4", "x:2:3:4",
+		"", ":", "::", "1", "1:2", "1:2:", "1:2:3", "1:2:3:4:", "1:2:3:4:5", "1:2:x:4", "x:2:3:4",
 		"1::3:4", "1:2:3:4 ", "1:2:3:u",
 	} {
 		if got, err := parseClaim(raw); err == nil {

@@ -78,6 +78,7 @@ type Live struct {
 	Loaded       bool   // meta present
 	Status       string // meta status ("open", or "closed" once settling)
 	Remaining    int64  // packets left in the pool
+	Claims       int64  // users holding a packet
 	GrabbedCents int64
 }
 
@@ -86,6 +87,7 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	pipe := s.rdb.Pipeline()
 	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), "status", "grabbed_cents")
 	pool := pipe.LLen(ctx, s.keys.Pool(envelopeID))
+	claims := pipe.HLen(ctx, s.keys.Claims(envelopeID))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: %w", envelopeID, err)
 	}
@@ -99,7 +101,7 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	if err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: grabbed_cents %q", envelopeID, cents)
 	}
-	return Live{Loaded: true, Status: status, Remaining: pool.Val(), GrabbedCents: grabbed}, nil
+	return Live{Loaded: true, Status: status, Remaining: pool.Val(), Claims: claims.Val(), GrabbedCents: grabbed}, nil
 }
 
 // Reject keeps claims the flusher cannot read in the shard's rejected list,
@@ -113,4 +115,16 @@ func (s *Store) Reject(ctx context.Context, shard int, raw []string) error {
 		return fmt.Errorf("reject claims of shard %d: %w", shard, err)
 	}
 	return nil
+}
+
+// ShardPending returns how many claims wait in one shard's queue and in
+// flight.
+func (s *Store) ShardPending(ctx context.Context, shard int) (int64, error) {
+	pipe := s.rdb.Pipeline()
+	consumed := pipe.LLen(ctx, s.keys.Consumed(shard))
+	inflight := pipe.LLen(ctx, s.keys.Inflight(shard))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("pending claims of shard %d: %w", shard, err)
+	}
+	return consumed.Val() + inflight.Val(), nil
 }

@@ -14,10 +14,19 @@ var (
 	loadSource string
 	//go:embed take.lua
 	takeSource string
+	//go:embed close.lua
+	closeSource string
+	//go:embed fail.lua
+	failSource string
+	//go:embed reload.lua
+	reloadSource string
 
-	grabScript = redis.NewScript(grabSource)
-	loadScript = redis.NewScript(loadSource)
-	takeScript = redis.NewScript(takeSource)
+	grabScript   = redis.NewScript(grabSource)
+	loadScript   = redis.NewScript(loadSource)
+	takeScript   = redis.NewScript(takeSource)
+	closeScript  = redis.NewScript(closeSource)
+	failScript   = redis.NewScript(failSource)
+	reloadScript = redis.NewScript(reloadSource)
 )
 
 // Reply codes of grab.lua.
@@ -27,6 +36,7 @@ const (
 	grabNotLoaded = 2
 	grabClosed    = 3
 	grabSoldOut   = 4
+	grabSuspended = 5
 )
 
 // Reply codes of load.lua.
@@ -34,4 +44,13 @@ const (
 	loadDone         = 1
 	loadAlready      = 0
 	loadInconsistent = -1
+	loadEpochChanged = -2
+)
+
+// Reply codes of fail.lua.
+const (
+	failDone         = 1
+	failWasLoaded    = 0
+	failInconsistent = -1
+	failEpochChanged = -2
 )

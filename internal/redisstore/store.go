@@ -19,7 +19,9 @@ var (
 	ErrNotLoaded    = errors.New("envelope not loaded in redis")
 	ErrClosed       = errors.New("envelope closed or expired")
 	ErrSoldOut      = errors.New("envelope sold out")
+	ErrSuspended    = errors.New("envelope suspended: redis lost part of its state")
 	ErrInconsistent = errors.New("envelope state in redis is partial")
+	ErrEpochChanged = errors.New("redis shard lost its data since its epoch was checked")
 )
 
 // Store runs the scripts against one Redis or a Redis Cluster.
@@ -48,14 +50,21 @@ type Packet struct {
 // changed). It returns ErrInconsistent when part of the envelope's state
 // exists without its meta.
 func (s *Store) LoadEnvelope(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, packets []Packet) (loaded bool, err error) {
-	args := make([]any, 0, 3+len(packets))
-	args = append(args, expiresAt.UnixMilli(), len(packets), totalCents)
+	return s.LoadEnvelopeIn(ctx, "", id, expiresAt, totalCents, packets)
+}
+
+// LoadEnvelopeIn is LoadEnvelope for an envelope that may have been loaded
+// before: it loads only while the shard still holds epoch, the token the
+// caller checked against PostgreSQL, and returns ErrEpochChanged otherwise.
+func (s *Store) LoadEnvelopeIn(ctx context.Context, epoch string, id int64, expiresAt time.Time, totalCents int64, packets []Packet) (loaded bool, err error) {
+	args := make([]any, 0, 4+len(packets))
+	args = append(args, expiresAt.UnixMilli(), len(packets), totalCents, epoch)
 	buf := make([]byte, 0, 24)
 	for _, p := range packets {
 		buf = appendPacket(buf[:0], p)
 		args = append(args, string(buf))
 	}
-	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
 	code, err := loadScript.Run(ctx, s.rdb, keys, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
@@ -67,6 +76,8 @@ func (s *Store) LoadEnvelope(ctx context.Context, id int64, expiresAt time.Time,
 		return false, nil
 	case loadInconsistent:
 		return false, fmt.Errorf("load envelope %d: %w", id, ErrInconsistent)
+	case loadEpochChanged:
+		return false, fmt.Errorf("load envelope %d: %w", id, ErrEpochChanged)
 	}
 	return false, fmt.Errorf("load envelope %d: unexpected reply %d", id, code)
 }
@@ -115,14 +126,18 @@ func parseGrabReply(reply []any) (Claim, error) {
 		return Claim{}, ErrClosed
 	case grabSoldOut:
 		return Claim{}, ErrSoldOut
+	case grabSuspended:
+		return Claim{}, ErrSuspended
 	}
 	return Claim{}, fmt.Errorf("grab: unexpected reply %v", reply)
 }
 
-// parseClaim reads "<packet>:<amount>:<grabbed_ms>:<order_no>".
+// parseClaim reads "<packet>:<amount>:<grabbed_ms>:<order_no>". The order
+// number is empty only in a claim an operator's reload restored from a
+// PostgreSQL row that has none.
 func parseClaim(raw string) (Claim, error) {
 	f, rest, err := splitInts(raw, 3)
-	if err != nil || !isDigits(rest) {
+	if err != nil || (rest != "" && !isDigits(rest)) {
 		return Claim{}, fmt.Errorf("malformed claim %q", raw)
 	}
 	return Claim{PacketID: f[0], AmountCents: f[1], GrabbedAt: time.UnixMilli(f[2]).UTC(), OrderNo: rest}, nil

@@ -1,0 +1,128 @@
+package flush
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/pgstore"
+)
+
+// Reconcile compares every shard's epoch token in Redis with the one
+// PostgreSQL recorded and returns the tokens now in force. A shard whose
+// token is gone (or different) lost its data: each of its envelopes whose
+// state may have lived only there is suspended before the shard gets a new
+// token, so nothing is re-offered that may already have been granted.
+func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
+	inRedis, err := f.redis.Epochs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recorded, err := f.pg.Epochs(ctx, len(inRedis))
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for shard, token := range inRedis {
+		if token != "" && token == recorded[shard] {
+			continue
+		}
+		if recorded[shard] != "" {
+			f.log.Error("redis shard lost its data; suspending its envelopes whose state lived there",
+				zap.Int("shard", shard), zap.String("epoch_recorded", recorded[shard]),
+				zap.String("epoch_in_redis", token))
+			if err := f.suspendShard(ctx, shard); err != nil {
+				errs = append(errs, err)
+				inRedis[shard] = ""
+				continue
+			}
+			token = ""
+		}
+		if inRedis[shard], err = f.newEpoch(ctx, shard, token); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("reconcile shard epochs: %w", err)
+	}
+	return inRedis, nil
+}
+
+// newEpoch records token for the shard (a fresh one when token is empty) in
+// PostgreSQL, then in Redis. Stopped in between, the next round sees the two
+// differ and goes through the shard again, which is harmless.
+func (f *Flusher) newEpoch(ctx context.Context, shard int, token string) (string, error) {
+	if token == "" {
+		token = rand.Text()
+	}
+	if err := f.pg.SetEpoch(ctx, shard, token); err != nil {
+		return "", err
+	}
+	if err := f.redis.SetEpoch(ctx, shard, token); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// suspendShard suspends the shard's envelopes that Redis no longer holds.
+// One whose meta exists was loaded after the loss (a loss takes the whole
+// shard), so it is whole; one still loading without meta may or may not
+// have been offered before, so it is suspended too.
+func (f *Flusher) suspendShard(ctx context.Context, shard int) error {
+	envs, err := f.pg.Unsettled(ctx, shard)
+	if err != nil || len(envs) == 0 {
+		return err
+	}
+	ids := make([]int64, len(envs))
+	for i, e := range envs {
+		ids[i] = e.ID
+	}
+	grabbed, err := f.redis.GrabbedCents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range envs {
+		if reason := lossReason(e, grabbed); reason != "" {
+			errs = append(errs, f.suspend(ctx, e.ID, reason))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lossReason tells why an envelope's Redis state cannot be trusted, or "".
+func lossReason(e pgstore.Envelope, grabbed map[int64]int64) string {
+	cents, ok := grabbed[e.ID]
+	switch {
+	case !ok && e.Status == string(envelope.StatusLoading):
+		return "redis lost its data while the envelope was loading; it may have been offered"
+	case !ok:
+		return "redis holds no state for the envelope"
+	case cents < e.ClaimedCents:
+		return fmt.Sprintf("redis granted %d cents but postgres already holds %d: redis lost grabs", cents, e.ClaimedCents)
+	}
+	return ""
+}
+
+// suspend stops grants of an envelope in Redis, then records the suspension
+// and why in PostgreSQL. Only an operator's recover undoes it.
+func (f *Flusher) suspend(ctx context.Context, id int64, reason string) error {
+	if _, err := f.redis.Suspend(ctx, id); err != nil {
+		return err
+	}
+	changed, err := f.pg.Suspend(ctx, id, reason, f.now())
+	if err != nil {
+		return err
+	}
+	if changed {
+		f.suspended.Add(1)
+		f.log.Error("envelope suspended: grabs answer 503 until an operator recovers it",
+			zap.Int64("envelope_id", id), zap.String("reason", reason),
+			zap.String("next_step", fmt.Sprintf("flusher recover -envelope %d -action reload|refund -dry-run", id)))
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+)
+
+// settleBatch bounds how many envelopes one settlement round handles; the
+// rest wait for the next round, a second later by default.
+const settleBatch = 200
+
+// Settle settles the envelopes that are due: sold out, or past expiry.
+func (f *Flusher) Settle(ctx context.Context) error {
+	due, err := f.pg.DueForSettlement(ctx, f.now(), settleBatch)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := f.settle(ctx, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("settle envelopes: %w", err)
+	}
+	return nil
+}
+
+// settle closes the envelope in Redis so no grab is granted afterwards, makes
+// sure every grab Redis granted is in PostgreSQL, then refunds the rest in
+// one transaction. Each step can be repeated, so a settlement stopped
+// half-way is completed by the next round. If the grabs Redis granted and
+// the claims PostgreSQL holds cannot be made to agree, the envelope is
+// suspended instead: refunding then could refund a packet someone was told
+// they got.
+func (f *Flusher) settle(ctx context.Context, e pgstore.Envelope) error {
+	closed, err := f.redis.Close(ctx, e.ID, f.cfg.KeyTTL)
+	if err != nil {
+		return err
+	}
+	if err := f.afterCloseHook(e.ID); err != nil {
+		return err
+	}
+	if e.Status == string(envelope.StatusSoldOut) {
+		// Every packet is claimed in PostgreSQL, so Redis has nothing to add
+		// and, closed, nothing left to offer.
+		return f.finish(ctx, e)
+	}
+	if !closed.Found {
+		return f.suspend(ctx, e.ID, "redis holds no state for the envelope")
+	}
+	if closed.Before != redisstore.MetaOpen && closed.Before != redisstore.MetaClosed {
+		return f.suspend(ctx, e.ID, "redis shows the envelope "+closed.Before)
+	}
+	// Read after the close: every grant is in the queue or PostgreSQL by now.
+	cur, err := f.pg.Envelope(ctx, e.ID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case closed.GrabbedCents < cur.ClaimedCents:
+		return f.suspend(ctx, e.ID, fmt.Sprintf(
+			"redis granted %d cents but postgres holds %d: redis lost grabs", closed.GrabbedCents, cur.ClaimedCents))
+	case closed.GrabbedCents > cur.ClaimedCents:
+		return f.awaitClaims(ctx, cur, closed.GrabbedCents)
+	}
+	return f.finish(ctx, cur)
+}
+
+// awaitClaims handles a closed envelope some of whose grants are not in
+// PostgreSQL yet. While the shard's queue holds claims they are on their way
+// (the queue is first in, first out, and drained before the next round);
+// once it is empty, the missing ones never will be.
+func (f *Flusher) awaitClaims(ctx context.Context, e pgstore.Envelope, grabbed int64) error {
+	pending, err := f.redis.ShardPending(ctx, e.Shard)
+	if err != nil {
+		return err
+	}
+	if pending == 0 {
+		return f.suspend(ctx, e.ID, fmt.Sprintf(
+			"redis granted %d cents but only %d reached postgres", grabbed, e.ClaimedCents))
+	}
+	return f.pg.MarkExpired(ctx, e.ID)
+}
+
+// finish writes the settlement. An envelope settled meanwhile is fine; one
+// whose cents disagree with its packets is suspended for an operator.
+func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
+	st, err := f.pg.Settle(ctx, e.ID, f.now(), string(envelope.StatusOpen), string(envelope.StatusExpired),
+		string(envelope.StatusSoldOut))
+	switch {
+	case errors.Is(err, pgstore.ErrWrongStatus):
+		return nil
+	case errors.Is(err, pgstore.ErrLedger):
+		return f.suspend(ctx, e.ID, err.Error())
+	case err != nil:
+		return err
+	}
+	f.log.Info("envelope settled", zap.Int64("envelope_id", e.ID), zap.Int64("claimed_cents", st.ClaimedCents),
+		zap.Int64("refunded_cents", st.RefundedCents), zap.Int("packets_refunded", st.Refunded))
+	return nil
+}
+
+func (f *Flusher) afterCloseHook(id int64) error {
+	if f.afterClose == nil {
+		return nil
+	}
+	return f.afterClose(id)
+}

@@ -1,0 +1,27 @@
+-- Give up an envelope that never finished loading: leave a "failed" meta so
+-- that a late load (a slow creator) changes nothing and no grab is granted.
+--
+-- KEYS[1] meta hash of the envelope
+-- KEYS[2] pool list of the envelope
+-- KEYS[3] claims hash of the envelope
+-- KEYS[4] epoch of the envelope's shard
+-- ARGV[1] lifetime of the failed meta in milliseconds
+-- ARGV[2] the shard epoch the caller last checked
+--
+-- Reply:
+--   1 the envelope was never loaded, nothing was offered; it is failed now
+--   0 it was loaded (meta present): it may have been offered, nothing changed
+--  -1 a pool or claims exist without meta: state was partly lost
+--  -2 the shard's epoch is not ARGV[2]: a missing meta proves nothing
+if redis.call('GET', KEYS[4]) ~= ARGV[2] then
+  return -2
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+  return -1
+end
+redis.call('HSET', KEYS[1], 'status', 'failed', 'grabbed_cents', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1

@@ -1,0 +1,187 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Meta statuses the flusher sets; "open" is set by loading.
+const (
+	MetaOpen      = "open"
+	MetaClosed    = "closed"
+	MetaSuspended = "suspended"
+	MetaFailed    = "failed"
+)
+
+// Closed is what Close and Suspend saw of an envelope before changing it.
+type Closed struct {
+	Found        bool   // the meta existed
+	Before       string // meta status before the call
+	GrabbedCents int64  // cents granted in Redis, final once closed
+	Claims       int64  // users holding a packet
+	Pool         int64  // packets left in the pool before the call
+}
+
+// Close stops grants of an envelope for good, drops its pool and gives its
+// meta and claims a lifetime of ttl, so repeat grabs are still answered for
+// a while. A suspended or failed envelope is left unchanged.
+func (s *Store) Close(ctx context.Context, id int64, ttl time.Duration) (Closed, error) {
+	return s.runClose(ctx, id, MetaClosed, ttl)
+}
+
+// Suspend stops grants of an envelope until an operator recovers it.
+func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
+	return s.runClose(ctx, id, MetaSuspended, 0)
+}
+
+func (s *Store) runClose(ctx context.Context, id int64, status string, ttl time.Duration) (Closed, error) {
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
+	reply, err := closeScript.Run(ctx, s.rdb, keys, status, max(ttl.Milliseconds(), 1)).Slice()
+	if err != nil {
+		return Closed{}, fmt.Errorf("set envelope %d %s: %w", id, status, err)
+	}
+	if len(reply) < 5 {
+		return Closed{}, nil
+	}
+	before, _ := reply[1].(string)
+	n := func(i int) int64 { v, _ := reply[i].(int64); return v }
+	return Closed{Found: true, Before: before, GrabbedCents: n(2), Claims: n(3), Pool: n(4)}, nil
+}
+
+// Fail marks an envelope that never finished loading as failed in Redis,
+// unless it was loaded after all (wasLoaded: it may have been offered, and
+// nothing changed). A late load of a failed envelope changes nothing. Like
+// LoadEnvelopeIn it acts only while the shard still holds epoch.
+func (s *Store) Fail(ctx context.Context, epoch string, id int64, ttl time.Duration) (wasLoaded bool, err error) {
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
+	code, err := failScript.Run(ctx, s.rdb, keys, max(ttl.Milliseconds(), 1), epoch).Int()
+	if err != nil {
+		return false, fmt.Errorf("fail envelope %d: %w", id, err)
+	}
+	switch code {
+	case failDone:
+		return false, nil
+	case failWasLoaded:
+		return true, nil
+	case failInconsistent:
+		return false, fmt.Errorf("fail envelope %d: %w", id, ErrInconsistent)
+	case failEpochChanged:
+		return false, fmt.Errorf("fail envelope %d: %w", id, ErrEpochChanged)
+	}
+	return false, fmt.Errorf("fail envelope %d: unexpected reply %d", id, code)
+}
+
+// HeldClaim is a claim PostgreSQL holds, restored into Redis by Reload.
+type HeldClaim struct {
+	UserID string
+	Claim
+}
+
+// Reload replaces an envelope's Redis state with PostgreSQL's: the claims in
+// held (their users can only repeat), the packets in pool, and an open meta
+// whose grabbed cents are those of held.
+func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet) error {
+	var grabbed int64
+	args := make([]any, 0, 5+2*len(held)+len(pool))
+	for _, h := range held {
+		grabbed += h.AmountCents
+	}
+	args = append(args, expiresAt.UnixMilli(), count, totalCents, grabbed, len(held))
+	for _, h := range held {
+		c := strconv.FormatInt(h.PacketID, 10) + ":" + strconv.FormatInt(h.AmountCents, 10) + ":" +
+			strconv.FormatInt(h.GrabbedAt.UnixMilli(), 10) + ":" + h.OrderNo
+		args = append(args, h.UserID, c)
+	}
+	for _, p := range pool {
+		args = append(args, string(appendPacket(nil, p)))
+	}
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
+	if err := reloadScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("reload envelope %d: %w", id, err)
+	}
+	return nil
+}
+
+// GrabbedCents reads the grabbed cents of each envelope's meta in one round
+// trip; an envelope without meta is absent from the map.
+func (s *Store) GrabbedCents(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGet(ctx, s.keys.Meta(id), "grabbed_cents")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read grabbed cents: %w", err)
+	}
+	out := make(map[int64]int64, len(ids))
+	for i, c := range cmds {
+		v, err := c.Int64()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("grabbed cents of envelope %d: %w", ids[i], err)
+		}
+		out[ids[i]] = v
+	}
+	return out, nil
+}
+
+// Queued counts an envelope's claims still waiting in its shard's queue or
+// in flight. It reads the whole queue, a page at a time: an operator's tool,
+// not for the hot path.
+func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
+	shard := s.keys.Shard(id)
+	prefix := strconv.FormatInt(id, 10) + ":"
+	n := 0
+	for _, key := range []string{s.keys.Inflight(shard), s.keys.Consumed(shard)} {
+		for start := int64(0); ; start += queuedPage {
+			page, err := s.rdb.LRange(ctx, key, start, start+queuedPage-1).Result()
+			if err != nil {
+				return 0, fmt.Errorf("queued claims of envelope %d: %w", id, err)
+			}
+			for _, raw := range page {
+				if strings.HasPrefix(raw, prefix) {
+					n++
+				}
+			}
+			if len(page) < queuedPage {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+const queuedPage = 1000
+
+// Epochs returns the token each shard holds ("" where it has none).
+func (s *Store) Epochs(ctx context.Context) ([]string, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, s.keys.Shards())
+	for shard := range cmds {
+		cmds[shard] = pipe.Get(ctx, s.keys.Epoch(shard))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read shard epochs: %w", err)
+	}
+	out := make([]string, len(cmds))
+	for shard, c := range cmds {
+		out[shard] = c.Val()
+	}
+	return out, nil
+}
+
+// SetEpoch stores a shard's token.
+func (s *Store) SetEpoch(ctx context.Context, shard int, token string) error {
+	if err := s.rdb.Set(ctx, s.keys.Epoch(shard), token, 0).Err(); err != nil {
+		return fmt.Errorf("set epoch of shard %d: %w", shard, err)
+	}
+	return nil
+}
