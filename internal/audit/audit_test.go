@@ -1,0 +1,230 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"redpacket/internal/redisstore"
+)
+
+// cleanSet writes one consistent envelope of every kind from id on, and
+// returns the number of envelopes and packets written and the suspended one.
+func (d *db) cleanSet(id int64) (envelopes int, packets int64, suspended int64) {
+	d.t.Helper()
+	now := time.Now()
+	d.settled(id, now, 2, 100, 250, 50, 600) // some claimed, rest refunded
+	d.settled(id+1, now, 0, 300, 200)        // nobody grabbed
+	d.soldOut(id+2, now, 10, 20, 30)
+	d.live(id+3, "open", 3, 2, 100, 100, 100, 97) // one grab not flushed yet
+	d.live(id+4, "expired", 4, 4, 5, 6, 7, 8, 9)
+	d.failed(id+5, now, 400, 600)
+	d.insert(id+6, "loading", now, 1, 2, 3)  // not in Redis yet
+	d.insert(id+7, "suspended", now, 50, 50) // Redis lost it
+	d.live(id+8, "open", 0, 0, 1000)         // nobody grabbed yet
+	return 9, 4 + 2 + 3 + 4 + 5 + 2 + 3 + 2 + 1, id + 7
+}
+
+func TestCleanDatabasePasses(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	n, packets, suspended := d.cleanSet(1001)
+	for _, withRedis := range []bool{true, false} {
+		var rep Report
+		if withRedis {
+			rep = d.run(Options{})
+		} else {
+			rep = d.runPG(Options{})
+		}
+		if !rep.OK() || rep.Checked != n || rep.Packets != packets || rep.Conflicts != 0 ||
+			!slices.Equal(rep.Suspended, []int64{suspended}) {
+			t.Errorf("redis %v: report %+v, want OK, %d envelopes, %d packets, suspended [%d]",
+				withRedis, rep, n, packets, suspended)
+		}
+	}
+}
+
+func TestCorruptionsAreDetected(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	now := time.Now()
+	_, _, suspended := d.cleanSet(1001)
+
+	d.live(2001, "open", 0, 0, 100, 200, 300)
+	d.exec(`UPDATE packets SET amount_cents = amount_cents + 1 WHERE id = $1`, packet(2001, 0))
+
+	d.insert(2002, "loading", now, 100, 200, 300)
+	d.exec(`DELETE FROM packets WHERE id = $1`, packet(2002, 2))
+
+	d.live(2003, "open", 2, 2, 100, 200, 300)
+	d.exec(`UPDATE envelopes SET claimed_cents = claimed_cents - 1 WHERE id = 2003`)
+
+	d.settled(2004, now, 1, 100, 200, 300)
+	d.exec(`UPDATE envelopes SET refunded_cents = refunded_cents - 1 WHERE id = 2004`)
+
+	d.settled(2005, now, 1, 100, 200, 300)
+	d.exec(`UPDATE packets SET refunded_at = NULL WHERE id = $1`, packet(2005, 2))
+
+	d.settled(2006, now, 1, 100, 200, 300)
+	d.exec(`UPDATE envelopes SET settled_at = NULL WHERE id = 2006`)
+
+	d.live(2007, "open", 3, 3, 100, 200, 300) // all claimed, never marked sold_out
+
+	d.insert(2008, "open", now, 100, 200, 300)
+	d.claimFirst(2008, 2)
+	d.setStatus(2008, "sold_out")
+
+	d.insert(2009, "loading", now, 100, 200, 300)
+	d.claimFirst(2009, 1)
+	d.settle(2009, "failed")
+
+	d.live(2010, "open", 1, 1, 100, 200, 300)
+	if err := d.rdb.Del(d.ctx, d.keys.Meta(2010)).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.live(2011, "expired", 1, 1, 100, 200, 300)
+	if err := d.rdb.HSet(d.ctx, d.keys.Meta(2011), "grabbed_cents", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.live(2012, "open", 1, 0, 100, 200, 300)
+	if err := d.rdb.LPop(d.ctx, d.keys.Pool(2012)).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.live(2013, "open", 0, 0, 100, 200, 300)
+	if err := d.rdb.HSet(d.ctx, d.keys.Meta(2013), "grabbed_cents", "lost").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.settled(2014, now, 1, 100, 200, 300)
+	d.conflict(2014, packet(2014, 0), "someone-else", now)
+
+	rep := d.run(Options{})
+	assertViolations(t, rep, map[int64][]string{
+		2001: {CheckPacketSum},
+		2002: {CheckPacketCount, CheckPacketSum},
+		2003: {CheckClaimedCents},
+		2004: {CheckRefundedCents, CheckClaimedPlusRefund},
+		2005: {CheckRefundedCents, CheckUnaccounted},
+		2006: {CheckSettledAt},
+		2007: {CheckSoldOutStatus},
+		2008: {CheckSoldOutStatus},
+		2009: {CheckFailedClaimed},
+		2010: {CheckRedisMissing},
+		2011: {CheckRedisBehind},
+		2012: {CheckRedisPool},
+		2013: {CheckRedisMeta},
+		2014: {CheckConflict},
+	})
+	if rep.Conflicts != 1 || !slices.Equal(rep.Suspended, []int64{suspended}) {
+		t.Errorf("conflicts %d, suspended %v; want 1, [%d]", rep.Conflicts, rep.Suspended, suspended)
+	}
+}
+
+// TestConstraintViolationsReachTheChecks drops, in this test's own database,
+// the constraints that keep a packet from being claimed and refunded, a user
+// from holding two packets of one envelope and claimed + refunded from
+// exceeding the total, so the query's aggregates for them are tested too, not
+// only the pure checks.
+func TestConstraintViolationsReachTheChecks(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	now := time.Now()
+	d.exec(`ALTER TABLE packets DROP CONSTRAINT packets_check1`)
+	d.exec(`ALTER TABLE packets DROP CONSTRAINT packets_envelope_user_key`)
+	d.exec(`CREATE INDEX packets_envelope_user_key ON packets (envelope_id, claimed_by)`)
+	d.exec(`ALTER TABLE envelopes DROP CONSTRAINT envelopes_check1`)
+
+	d.settled(3001, now, 1, 100, 200, 300)
+	d.exec(`UPDATE packets SET refunded_at = now() WHERE id = $1`, packet(3001, 0))
+	d.exec(`UPDATE envelopes SET refunded_cents = refunded_cents + 100 WHERE id = 3001`)
+
+	d.insert(3002, "expired", now, 100, 200, 300)
+	d.claim(3002, packet(3002, 0), "twice")
+	d.claim(3002, packet(3002, 1), "twice")
+
+	rep := d.runPG(Options{})
+	assertViolations(t, rep, map[int64][]string{
+		3001: {CheckClaimedAndRefunded, CheckClaimedPlusRefund},
+		3002: {CheckUserTwice},
+	})
+}
+
+func TestSinceSkipsOldFinalEnvelopesOnly(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	now := time.Now()
+	old := now.Add(-30 * 24 * time.Hour)
+	d.settled(4001, old, 1, 100, 200)
+	d.failed(4002, old, 100, 200)
+	d.settled(4003, now, 1, 100, 200)
+	d.failed(4004, now, 100, 200)
+	d.insert(4005, "loading", old, 100, 200)
+	d.insert(4006, "open", old, 100, 200)
+	d.soldOut(4007, old, 100, 200)
+	d.insert(4008, "expired", old, 100, 200)
+	d.insert(4009, "suspended", old, 100, 200)
+	// Every envelope breaks packet_sum, so the violations name the ones checked.
+	d.exec(`UPDATE packets SET amount_cents = amount_cents + 1 WHERE id % 100 = 0`)
+	d.conflict(4001, packet(4001, 0), "x", old)
+	d.conflict(4003, packet(4003, 0), "x", now)
+
+	rep := d.runPG(Options{Since: now.Add(-24 * time.Hour)})
+	inWindow := map[int64][]string{4003: {CheckPacketSum, CheckConflict}}
+	for _, id := range []int64{4004, 4005, 4006, 4007, 4008, 4009} {
+		inWindow[id] = []string{CheckPacketSum}
+	}
+	inWindow[4004] = append(inWindow[4004], CheckRefundedCents) // refunded packet 0 grew
+	inWindow[4003] = append(inWindow[4003], CheckClaimedCents)  // packet 0 is claimed
+	inWindow[4007] = append(inWindow[4007], CheckClaimedCents)
+	assertViolations(t, rep, inWindow)
+	if rep.Checked != 7 || rep.Conflicts != 1 {
+		t.Errorf("since a day ago: checked %d, conflicts %d; want 7, 1", rep.Checked, rep.Conflicts)
+	}
+
+	all := d.runPG(Options{})
+	if all.Checked != 9 || all.Conflicts != 2 {
+		t.Errorf("everything: checked %d, conflicts %d; want 9, 2", all.Checked, all.Conflicts)
+	}
+}
+
+func TestPagesCoverEveryEnvelope(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	n, packets, _ := d.cleanSet(5001)
+	d.live(5100, "open", 1, 1, 10, 20)
+	if err := d.rdb.Del(d.ctx, d.keys.Meta(5100)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.insert(5101, "loading", time.Now(), 10, 20)
+	d.exec(`UPDATE packets SET amount_cents = 1 WHERE envelope_id IN (5001, 5101)`)
+	n, packets = n+2, packets+4
+	whole := d.run(Options{})
+	if whole.Checked != n || whole.Packets != packets || len(whole.Violations) < 4 {
+		t.Fatalf("one page: %+v", whole)
+	}
+	for _, size := range []int{1, 2, 3, n - 1, n, n + 1} {
+		rep := d.run(Options{PageSize: size})
+		if rep.Checked != whole.Checked || rep.Packets != whole.Packets ||
+			!slices.Equal(rep.Violations, whole.Violations) || !slices.Equal(rep.Suspended, whole.Suspended) {
+			t.Errorf("page size %d: %+v\nwant %+v", size, rep, whole)
+		}
+	}
+}
+
+func TestRunRefusesRedisWithoutKeys(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if _, err := Run(d.ctx, d.pool, Options{Redis: d.rdb}); err == nil {
+		t.Error("Run with Redis and no key builder succeeded")
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	cancel()
+	if _, err := Run(ctx, d.pool, Options{Redis: d.rdb, Keys: redisstore.NewKeys("x", shards)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run on a cancelled context = %v, want context.Canceled", err)
+	}
+}
