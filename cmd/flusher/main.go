@@ -3,6 +3,8 @@
 //
 //	flusher           apply pending migrations, then run the daemon
 //	flusher migrate   apply pending migrations and exit
+//	flusher audit     check the money invariants; exit 1 on any violation
+//	flusher recover   reload or refund a suspended envelope
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,15 +34,33 @@ const usage = `usage: flusher [command]
 commands:
   (none)    apply pending migrations, then drain claims until SIGINT/SIGTERM
   migrate   apply pending migrations and exit
+  audit     [-since 48h | -all] [-json]
+            check the money invariants over PostgreSQL and Redis; exit 1 on
+            any violation, 2 when the audit could not run
+  recover   -envelope N -action reload|refund [-dry-run]
+            print what would happen to a suspended envelope and, without
+            -dry-run, do it; exit 1 when it cannot be done now
 
 Settings come from the environment; see the README.`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "flusher:", err)
+		if msg := strings.TrimSpace(err.Error()); msg != "" {
+			fmt.Fprintln(os.Stderr, "flusher:", msg)
+		}
+		var ec exitCode
+		if errors.As(err, &ec) {
+			os.Exit(int(ec))
+		}
 		os.Exit(1)
 	}
 }
+
+// exitCode makes main exit with a code of its own; joined to an error, it
+// adds nothing to the message.
+type exitCode int
+
+func (c exitCode) Error() string { return "" }
 
 func run(args []string) error {
 	cfg, err := config.Load(os.Getenv)
@@ -61,6 +82,10 @@ func run(args []string) error {
 		}
 		log.Info("schema is up to date", zap.Int("version", migrations.Version))
 		return nil
+	case args[0] == "audit":
+		return runAudit(cfg, args[1:])
+	case args[0] == "recover":
+		return runRecover(cfg, log, args[1:])
 	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
 		fmt.Println(usage)
 		return nil
@@ -91,6 +116,9 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 			IdleWait:    cfg.FlushIdleWait,
 			MaxBackoff:  cfg.FlushMaxBackoff,
 			RepairAfter: cfg.LoadingRepairAfter,
+			FailAfter:   cfg.LoadingFailAfter,
+			SettleEvery: cfg.SettleEvery,
+			KeyTTL:      cfg.SettledKeyTTL,
 		}, log)
 
 	ops := &http.Server{Handler: opsHandler(clients, log), ReadHeaderTimeout: 5 * time.Second}

@@ -38,6 +38,9 @@ type Config struct {
 	FlushIdleWait      time.Duration
 	FlushMaxBackoff    time.Duration
 	LoadingRepairAfter time.Duration
+	LoadingFailAfter   time.Duration
+	SettleEvery        time.Duration
+	SettledKeyTTL      time.Duration
 }
 
 // Load reads the settings through getenv (os.Getenv in production).
@@ -70,6 +73,9 @@ func Load(getenv func(string) string) (Config, error) {
 		FlushIdleWait:      r.duration("FLUSH_IDLE_WAIT", 100*time.Millisecond),
 		FlushMaxBackoff:    r.duration("FLUSH_MAX_BACKOFF", 5*time.Second),
 		LoadingRepairAfter: r.duration("LOADING_REPAIR_AFTER", 30*time.Second),
+		LoadingFailAfter:   r.duration("LOADING_FAIL_AFTER", 10*time.Minute),
+		SettleEvery:        r.duration("SETTLE_EVERY", time.Second),
+		SettledKeyTTL:      r.duration("SETTLED_KEY_TTL", 24*time.Hour),
 	}
 	if strings.ContainsAny(c.RedisKeyPrefix, "{}") || c.RedisKeyPrefix == "" {
 		r.fail("REDIS_KEY_PREFIX", c.RedisKeyPrefix, "must be non-empty and hold no braces")

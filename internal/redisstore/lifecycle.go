@@ -185,3 +185,12 @@ func (s *Store) SetEpoch(ctx context.Context, shard int, token string) error {
 	}
 	return nil
 }
+
+// Forget deletes an envelope's keys. Grabs of it are then answered from
+// PostgreSQL, so it is only for envelopes PostgreSQL has finished.
+func (s *Store) Forget(ctx context.Context, id int64) error {
+	if err := s.rdb.Del(ctx, s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)).Err(); err != nil {
+		return fmt.Errorf("forget envelope %d: %w", id, err)
+	}
+	return nil
+}

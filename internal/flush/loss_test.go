@@ -1,0 +1,190 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"redpacket/internal/grab"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
+	"redpacket/internal/testenv/stack"
+)
+
+// loseRedis deletes every key of the stack's prefix, as a Redis restarted
+// without persistence would.
+func loseRedis(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	testenv.DeleteKeys(context.Background(), s.RDB, "*"+s.Prefix+"*")
+}
+
+// insertLoading writes an envelope whose creator died before loading it.
+func insertLoading(t *testing.T, s *stack.Stack, id int64, created time.Time) {
+	t.Helper()
+	row := pgstore.Envelope{ID: id, Shard: s.Redis.Keys().Shard(id), SenderID: "s", TotalCents: 30, Count: 3,
+		CreatedAt: created, ExpiresAt: created.Add(time.Hour)}
+	if err := s.PG.InsertEnvelope(context.Background(), row, 100*id, []int64{10, 10, 10}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func status(t *testing.T, s *stack.Stack, id int64) string {
+	t.Helper()
+	e, err := s.PG.Envelope(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Status
+}
+
+func TestRedisLossSuspendsInsteadOfReoffering(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	open, claims := expiring(t, s, 10, 4)
+	sold, _ := expiring(t, s, 3, 3)
+	insertLoading(t, s, 7, s.Clock.Now().Add(-time.Minute))
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, false); err != nil { // records the epochs; settles the sold-out one
+		t.Fatal(err)
+	}
+	// One more grab that Redis loses before it is flushed.
+	if _, err := s.Svc.Grab(ctx, open.ID, "lost"); err != nil {
+		t.Fatal(err)
+	}
+	loseRedis(t, s)
+	if err := f.Upkeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]string{open.ID: "suspended", 7: "suspended", sold.ID: "settled"} {
+		if got := status(t, s, id); got != want {
+			t.Errorf("envelope %d is %s after redis lost its data, want %s", id, got, want)
+		}
+	}
+	if f.Suspended() != 2 {
+		t.Errorf("Suspended() = %d, want 2", f.Suspended())
+	}
+	for _, id := range []int64{open.ID, 7} {
+		if n, _ := s.RDB.LLen(ctx, s.Redis.Keys().Pool(id)).Result(); n != 0 {
+			t.Errorf("envelope %d: %d packets offered again after the loss", id, n)
+		}
+		if _, err := s.Svc.Grab(ctx, id, "newcomer"); !errors.Is(err, grab.ErrUnavailable) {
+			t.Errorf("grab of suspended envelope %d = %v, want ErrUnavailable", id, err)
+		}
+	}
+	// Later rounds change nothing, and new envelopes work as before.
+	if err := f.Upkeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, open.ID); got != "suspended" {
+		t.Fatalf("envelope %d is %s on the next round", open.ID, got)
+	}
+	fresh, freshClaims := expiring(t, s, 5, 2)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, fresh.ID); got != "open" {
+		t.Fatalf("an envelope created after the loss is %s", got)
+	}
+	assertDurable(t, s, fresh.ID, freshClaims)
+	_ = claims
+}
+
+// rewind puts an envelope's Redis state back to an earlier snapshot, as a
+// Redis restarted from an AOF that misses its last writes would.
+func rewind(t *testing.T, s *stack.Stack, id int64) func() {
+	t.Helper()
+	ctx := context.Background()
+	keys := []string{s.Redis.Keys().Meta(id), s.Redis.Keys().Pool(id), s.Redis.Keys().Claims(id)}
+	dumps := make([]string, len(keys))
+	for i, k := range keys {
+		dumps[i] = s.RDB.Dump(ctx, k).Val()
+	}
+	return func() {
+		for i, k := range keys {
+			if err := s.RDB.RestoreReplace(ctx, k, 0, dumps[i]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestRedisBehindPostgresSuspends(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	e, _ := expiring(t, s, 10, 2)
+	restore := rewind(t, s, e.ID)
+	if _, err := s.Svc.Grab(ctx, e.ID, "early"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restore() // Redis forgets the grab PostgreSQL now holds
+	// The packet "early" holds is in the pool again; whoever gets it now is
+	// answered, but the batch shows the loss and the envelope is suspended.
+	for _, u := range []string{"a", "b", "c"} {
+		if _, err := s.Svc.Grab(ctx, e.ID, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, e.ID); got != "suspended" {
+		t.Fatalf("envelope is %s after redis went back in time, want suspended", got)
+	}
+	if _, err := s.Svc.Grab(ctx, e.ID, "d"); !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("grab after suspension = %v, want ErrUnavailable", err)
+	}
+	if l := readLedger(t, s, e.ID); l.claimed+l.refunded > l.total {
+		t.Fatalf("ledger after the rewind: %+v", l)
+	}
+}
+
+func TestRepairGivesUpOldLoadingEnvelope(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	now := s.Clock.Now()
+	insertLoading(t, s, 1, now.Add(-11*time.Minute)) // never loaded: failed
+	insertLoading(t, s, 2, now.Add(-11*time.Minute)) // loaded, creator died before marking it open
+	insertLoading(t, s, 3, now.Add(-time.Minute))    // young enough: loaded now
+	e2, _ := s.PG.Envelope(ctx, 2)
+	if _, err := s.Redis.LoadEnvelope(ctx, 2, e2.ExpiresAt, 30, []redisstore.Packet{{ID: 200, AmountCents: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	f := upkeepFlusher(t, s)
+	for range 2 {
+		if err := f.Upkeep(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[int64]string{1: "failed", 2: "open", 3: "open"} {
+		if got := status(t, s, id); got != want {
+			t.Errorf("envelope %d is %s, want %s", id, got, want)
+		}
+	}
+	if l := readLedger(t, s, 1); l.refunded != 30 || l.refundedPackets != 3 || l.claimedPackets != 0 {
+		t.Errorf("failed envelope's ledger: %+v, want everything refunded", l)
+	}
+	// The creator of envelope 1 wakes up and loads it: nothing is offered.
+	e1, _ := s.PG.Envelope(ctx, 1)
+	loaded, err := s.Redis.LoadEnvelope(ctx, 1, e1.ExpiresAt, 30, []redisstore.Packet{{ID: 100, AmountCents: 10}})
+	if err != nil || loaded {
+		t.Fatalf("late load of a failed envelope = %v, %v; want no change", loaded, err)
+	}
+	if _, err := s.Svc.Grab(ctx, 1, "u"); !errors.Is(err, grab.ErrExpired) {
+		t.Fatalf("grab of a failed envelope = %v, want ErrExpired", err)
+	}
+}

@@ -1,0 +1,191 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+)
+
+// The actions an operator can take on a suspended envelope.
+const (
+	// ActionReload puts the unclaimed packets back on offer, with the claims
+	// PostgreSQL holds, so their users can only repeat.
+	ActionReload = "reload"
+	// ActionRefund refunds the unclaimed packets and settles the envelope.
+	ActionRefund = "refund"
+)
+
+// ErrBlocked means a recovery cannot run now; the plan says why.
+var ErrBlocked = errors.New("recovery cannot run now")
+
+// Plan is what a recovery would do, from PostgreSQL and Redis as they are.
+type Plan struct {
+	Action         string
+	Envelope       pgstore.Envelope
+	Claimed        int // packets claimed in PostgreSQL
+	Unclaimed      int // packets neither claimed nor refunded
+	UnclaimedCents int64
+	Queued         int // the envelope's claims still waiting in Redis
+	Redis          redisstore.Live
+	Blocked        string // why it cannot run now; "" when it can
+}
+
+// PlanRecovery looks at a suspended envelope and tells what action would do.
+func (f *Flusher) PlanRecovery(ctx context.Context, id int64, action string) (Plan, error) {
+	if action != ActionReload && action != ActionRefund {
+		return Plan{}, fmt.Errorf("unknown action %q: use %s or %s", action, ActionReload, ActionRefund)
+	}
+	p := Plan{Action: action}
+	var err error
+	if p.Envelope, err = f.pg.Envelope(ctx, id); err != nil {
+		return Plan{}, err
+	}
+	ids, amounts, err := f.pg.UnclaimedPackets(ctx, id)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Unclaimed = len(ids)
+	for _, a := range amounts {
+		p.UnclaimedCents += a
+	}
+	claimed, err := f.pg.ClaimedCount(ctx, id)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Claimed = int(claimed)
+	if p.Queued, err = f.redis.Queued(ctx, id); err != nil {
+		return Plan{}, err
+	}
+	if p.Redis, err = f.redis.Live(ctx, id); err != nil {
+		return Plan{}, err
+	}
+	p.Blocked = p.blocked(f.now())
+	return p, nil
+}
+
+func (p Plan) blocked(now time.Time) string {
+	e := p.Envelope
+	switch {
+	case e.Status != string(envelope.StatusSuspended):
+		return fmt.Sprintf("the envelope is %s; only a suspended envelope is recovered", e.Status)
+	case p.Queued > 0:
+		return fmt.Sprintf("%d of its claims still wait in Redis; let the flusher write them, then try again", p.Queued)
+	case p.Action == ActionReload && !now.Before(e.ExpiresAt):
+		return fmt.Sprintf("it expired at %s; refund it instead", e.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// Recover carries a plan out. Reload rewrites the envelope's Redis state from
+// PostgreSQL, then reopens it; refund drops its Redis state (grabs of it are
+// then answered from PostgreSQL), then settles it. Either can be repeated if
+// it stops half-way.
+func (f *Flusher) Recover(ctx context.Context, p Plan) (string, error) {
+	if p.Blocked != "" {
+		return "", fmt.Errorf("%w: %s", ErrBlocked, p.Blocked)
+	}
+	id := p.Envelope.ID
+	if p.Action == ActionRefund {
+		if err := f.redis.Forget(ctx, id); err != nil {
+			return "", err
+		}
+		st, err := f.pg.Settle(ctx, id, f.now(), string(envelope.StatusSuspended))
+		if err != nil {
+			return "", err
+		}
+		f.log.Warn("suspended envelope refunded by an operator", zap.Int64("envelope_id", id),
+			zap.Int64("claimed_cents", st.ClaimedCents), zap.Int64("refunded_cents", st.RefundedCents))
+		return st.Status, nil
+	}
+	if err := f.reload(ctx, p.Envelope); err != nil {
+		return "", err
+	}
+	status, err := f.pg.Reopen(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	f.log.Warn("suspended envelope reloaded by an operator", zap.Int64("envelope_id", id), zap.String("status", status))
+	return status, nil
+}
+
+func (f *Flusher) reload(ctx context.Context, e pgstore.Envelope) error {
+	held, err := f.pg.HeldClaims(ctx, e.ID)
+	if err != nil {
+		return err
+	}
+	ids, amounts, err := f.pg.UnclaimedPackets(ctx, e.ID)
+	if err != nil {
+		return err
+	}
+	claims := make([]redisstore.HeldClaim, len(held))
+	for i, h := range held {
+		claims[i] = redisstore.HeldClaim{UserID: h.UserID, Claim: redisstore.Claim{
+			PacketID: h.PacketID, AmountCents: h.AmountCents, GrabbedAt: h.ClaimedAt, OrderNo: h.OrderNo,
+		}}
+	}
+	pool := make([]redisstore.Packet, len(ids))
+	for i := range ids {
+		pool[i] = redisstore.Packet{ID: ids[i], AmountCents: amounts[i]}
+	}
+	return f.redis.Reload(ctx, e.ID, e.ExpiresAt, e.TotalCents, e.Count, claims, pool)
+}
+
+// WriteText prints the plan for an operator.
+func (p Plan) WriteText(w io.Writer) error {
+	e := p.Envelope
+	reason := ""
+	if e.SuspendReason != nil {
+		reason = ": " + *e.SuspendReason
+	}
+	lines := []string{
+		fmt.Sprintf("envelope %d (shard %d) is %s%s", e.ID, e.Shard, e.Status, reason),
+		fmt.Sprintf("  total %d cents in %d packets, expires %s", e.TotalCents, e.Count, e.ExpiresAt.UTC().Format(time.RFC3339)),
+		fmt.Sprintf("  postgres: %d packets claimed (%d cents), %d unclaimed (%d cents)",
+			p.Claimed, e.ClaimedCents, p.Unclaimed, p.UnclaimedCents),
+		p.redisLine(),
+		fmt.Sprintf("  claims still queued in redis: %d", p.Queued),
+	}
+	if p.Redis.Loaded && p.Redis.GrabbedCents > e.ClaimedCents {
+		lines = append(lines, fmt.Sprintf("  note: redis granted %d cents more than postgres holds; "+
+			"if they are not queued, those grabs were answered but their claims are lost",
+			p.Redis.GrabbedCents-e.ClaimedCents))
+	}
+	lines = append(lines, p.effect())
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p Plan) redisLine() string {
+	if !p.Redis.Loaded {
+		return "  redis: holds no state for the envelope"
+	}
+	return fmt.Sprintf("  redis: status %s, %d claims (%d cents), %d packets in the pool",
+		p.Redis.Status, p.Redis.Claims, p.Redis.GrabbedCents, p.Redis.Remaining)
+}
+
+func (p Plan) effect() string {
+	e := p.Envelope
+	if p.Blocked != "" {
+		return "cannot " + p.Action + " now: " + p.Blocked
+	}
+	if p.Action == ActionRefund {
+		return fmt.Sprintf("refund: refund the %d unclaimed packets (%d cents) to the sender and settle: "+
+			"claimed %d + refunded %d = total %d", p.Unclaimed, p.UnclaimedCents,
+			e.ClaimedCents, p.UnclaimedCents, e.TotalCents)
+	}
+	return fmt.Sprintf("reload: offer the %d unclaimed packets (%d cents) again until %s, with the %d claims "+
+		"postgres holds (those users get their packet again, never a second one), and reopen the envelope",
+		p.Unclaimed, p.UnclaimedCents, e.ExpiresAt.UTC().Format(time.RFC3339), p.Claimed)
+}

@@ -1,0 +1,148 @@
+package flush
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"redpacket/internal/grab"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv/stack"
+)
+
+// suspendedByLoss returns an envelope of 10 packets with 4 claims in
+// PostgreSQL that was suspended because Redis lost its data, and the claims.
+func suspendedByLoss(t *testing.T, s *stack.Stack, f *Flusher) (int64, map[string]redisstore.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	e, claims := expiring(t, s, 10, 4)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	loseRedis(t, s)
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, e.ID); got != "suspended" {
+		t.Fatalf("envelope is %s, want suspended", got)
+	}
+	return e.ID, claims
+}
+
+func TestRecoverReload(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	id, claims := suspendedByLoss(t, s, f)
+
+	plan, err := f.PlanRecovery(ctx, id, ActionReload)
+	if err != nil || plan.Blocked != "" || plan.Claimed != 4 || plan.Unclaimed != 6 || plan.Redis.Loaded {
+		t.Fatalf("plan = %+v, %v", plan, err)
+	}
+	var out bytes.Buffer
+	if err := plan.WriteText(&out); err != nil || !strings.Contains(out.String(), "6 unclaimed packets") {
+		t.Fatalf("plan text:\n%s", out.String())
+	}
+	if got := status(t, s, id); got != "suspended" {
+		t.Fatalf("planning changed the envelope to %s", got)
+	}
+	if st, err := f.Recover(ctx, plan); err != nil || st != "open" {
+		t.Fatalf("Recover = %q, %v", st, err)
+	}
+	// Holders get their own packet again; newcomers share the six left, and
+	// nobody gets a second one.
+	for u, want := range claims {
+		got, err := s.Svc.Grab(ctx, id, u)
+		if err != nil || !got.Repeat || got.PacketID != want.PacketID {
+			t.Errorf("holder %s after reload: %+v, %v; want packet %d again", u, got, err, want.PacketID)
+		}
+	}
+	for i := range 8 {
+		u := fmt.Sprintf("n%d", i)
+		c, err := s.Svc.Grab(ctx, id, u)
+		switch {
+		case i < 6 && err == nil:
+			claims[u] = c
+		case i >= 6 && errors.Is(err, grab.ErrSoldOut):
+		default:
+			t.Fatalf("grab %d after reload: %+v, %v", i, c, err)
+		}
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertDurable(t, s, id, claims)
+	if got := status(t, s, id); got != "sold_out" {
+		t.Fatalf("status %s after every packet was grabbed", got)
+	}
+}
+
+func TestRecoverRefund(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	id, claims := suspendedByLoss(t, s, f)
+	plan, err := f.PlanRecovery(ctx, id, ActionRefund)
+	if err != nil || plan.Blocked != "" {
+		t.Fatalf("plan = %+v, %v", plan, err)
+	}
+	if st, err := f.Recover(ctx, plan); err != nil || st != "settled" {
+		t.Fatalf("Recover = %q, %v", st, err)
+	}
+	wantSettled(t, s, id, claims)
+	assertAnswersAfterSettlement(t, s, id, claims)
+	// Settled is final: a second recovery is refused.
+	if plan, err := f.PlanRecovery(ctx, id, ActionRefund); err != nil || plan.Blocked == "" {
+		t.Fatalf("second plan = %+v, %v; want blocked", plan, err)
+	}
+}
+
+func TestRecoverBlocked(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	open, _ := expiring(t, s, 5, 1)
+	if plan, _ := f.PlanRecovery(ctx, open.ID, ActionRefund); !strings.Contains(plan.Blocked, "open") {
+		t.Errorf("recovering an open envelope: blocked %q", plan.Blocked)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := suspendedByLoss(t, s, f)
+	// A claim of the envelope still queued (written back by hand here).
+	raw := fmt.Sprintf("%d:1:1:%d:1:queued", id, time.Now().UnixMilli())
+	shard := s.Redis.Keys().Shard(id)
+	if err := s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := f.PlanRecovery(ctx, id, ActionRefund)
+	if err != nil || plan.Queued != 1 || !strings.Contains(plan.Blocked, "wait in Redis") {
+		t.Fatalf("plan with a queued claim = %+v, %v", plan, err)
+	}
+	if _, err := f.Recover(ctx, plan); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("Recover = %v, want ErrBlocked", err)
+	}
+	if err := s.RDB.Del(ctx, s.Redis.Keys().Consumed(shard)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(2 * time.Minute)
+	if plan, _ := f.PlanRecovery(ctx, id, ActionReload); !strings.Contains(plan.Blocked, "refund it instead") {
+		t.Errorf("reloading an expired envelope: blocked %q", plan.Blocked)
+	}
+	if _, err := f.PlanRecovery(ctx, id, "delete"); err == nil {
+		t.Error("an unknown action was accepted")
+	}
+	if got := status(t, s, id); got != "suspended" {
+		t.Errorf("blocked recoveries changed the envelope to %s", got)
+	}
+}

@@ -1,0 +1,208 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/grab"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv/stack"
+)
+
+// expiring creates an envelope of count packets of 100 cents that expires a
+// minute from the stack's clock, and grabs n of them.
+func expiring(t *testing.T, s *stack.Stack, count, n int) (grab.Envelope, map[string]redisstore.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	secs := int64(60)
+	e, err := s.Svc.Create(ctx, envelope.CreateRequest{
+		SenderID: "s", TotalCents: int64(count) * 100, Count: int64(count), ExpiresInSeconds: &secs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]redisstore.Claim{}
+	for i := range n {
+		u := fmt.Sprintf("u%d", i)
+		if claims[u], err = s.Svc.Grab(ctx, e.ID, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, claims
+}
+
+// upkeepFlusher is a flusher on the stack's clock.
+func upkeepFlusher(t *testing.T, s *stack.Stack) *Flusher {
+	f := newFlusher(t, s, Config{KeyTTL: time.Hour})
+	f.now = s.Clock.Now
+	return f
+}
+
+// ledger is an envelope's money as PostgreSQL holds it.
+type ledger struct {
+	status                                  string
+	claimed, refunded, total                int64
+	claimedPackets, refundedPackets, unpaid int
+}
+
+func readLedger(t *testing.T, s *stack.Stack, id int64) ledger {
+	t.Helper()
+	var l ledger
+	err := s.Pool.QueryRow(context.Background(), `SELECT e.status, e.claimed_cents, e.refunded_cents, e.total_cents,
+		count(*) FILTER (WHERE p.claimed_by IS NOT NULL), count(*) FILTER (WHERE p.refunded_at IS NOT NULL),
+		count(*) FILTER (WHERE p.claimed_by IS NULL AND p.refunded_at IS NULL)
+		FROM envelopes e JOIN packets p ON p.envelope_id = e.id WHERE e.id = $1 GROUP BY e.id`, id).
+		Scan(&l.status, &l.claimed, &l.refunded, &l.total, &l.claimedPackets, &l.refundedPackets, &l.unpaid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// wantSettled checks that exactly the answered claims are paid and the rest
+// refunded.
+func wantSettled(t *testing.T, s *stack.Stack, id int64, claims map[string]redisstore.Claim) {
+	t.Helper()
+	var cents int64
+	for _, c := range claims {
+		cents += c.AmountCents
+	}
+	l := readLedger(t, s, id)
+	if l.status != "settled" || l.claimed+l.refunded != l.total || l.claimedPackets != len(claims) ||
+		l.unpaid != 0 || l.claimed != cents {
+		t.Fatalf("after settlement: %+v; want settled with %d packets (%d cents) claimed, the rest refunded",
+			l, len(claims), cents)
+	}
+}
+
+func TestSettleExpiredEnvelope(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	e, claims := expiring(t, s, 10, 4)
+	f := upkeepFlusher(t, s)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if l := readLedger(t, s, e.ID); l.status != "open" {
+		t.Fatalf("settled before expiry: %+v", l)
+	}
+	s.Clock.Advance(61 * time.Second)
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	wantSettled(t, s, e.ID, claims)
+
+	keys := s.Redis.Keys()
+	if n, _ := s.RDB.Exists(ctx, keys.Pool(e.ID)).Result(); n != 0 {
+		t.Error("the pool of a settled envelope is still in redis")
+	}
+	for _, k := range []string{keys.Meta(e.ID), keys.Claims(e.ID)} {
+		if ttl, _ := s.RDB.PTTL(ctx, k).Result(); ttl <= 0 || ttl > time.Hour {
+			t.Errorf("%s has ttl %v, want up to the configured hour", k, ttl)
+		}
+	}
+	assertAnswersAfterSettlement(t, s, e.ID, claims)
+	// Once the keys are gone, PostgreSQL answers the same.
+	if err := s.RDB.Del(ctx, keys.Meta(e.ID), keys.Claims(e.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	assertAnswersAfterSettlement(t, s, e.ID, claims)
+}
+
+func assertAnswersAfterSettlement(t *testing.T, s *stack.Stack, id int64, claims map[string]redisstore.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	for u, want := range claims {
+		got, err := s.Svc.Grab(ctx, id, u)
+		if err != nil || !got.Repeat || got.PacketID != want.PacketID || got.AmountCents != want.AmountCents ||
+			got.OrderNo != want.OrderNo || !got.GrabbedAt.Equal(want.GrabbedAt) {
+			t.Errorf("repeat grab by %s after settlement = %+v, %v; want %+v", u, got, err, want)
+		}
+	}
+	if _, err := s.Svc.Grab(ctx, id, "newcomer"); !errors.Is(err, grab.ErrExpired) {
+		t.Errorf("new grab after settlement = %v, want ErrExpired", err)
+	}
+}
+
+func TestSettleWaitsForQueuedClaimsAndRefusesLateGrabs(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	e, claims := expiring(t, s, 10, 4)
+	f := upkeepFlusher(t, s)
+	s.Clock.Advance(61 * time.Second)
+	if err := f.Settle(ctx); err != nil { // the claims are still queued
+		t.Fatal(err)
+	}
+	if l := readLedger(t, s, e.ID); l.status != "expired" || l.refundedPackets != 0 {
+		t.Fatalf("settled while claims were queued: %+v", l)
+	}
+	// A grabber whose clock runs late still cannot get a packet: the
+	// envelope is closed in Redis.
+	late := time.Now().Add(-time.Hour)
+	if _, err := s.Redis.Grab(ctx, e.ID, "late", late, "1"); !errors.Is(err, redisstore.ErrClosed) {
+		t.Fatalf("grab by a late clock after the close = %v, want ErrClosed", err)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantSettled(t, s, e.ID, claims)
+}
+
+func TestSettleSoldOutAtOnce(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	e, claims := expiring(t, s, 5, 5)
+	f := upkeepFlusher(t, s)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantSettled(t, s, e.ID, claims)
+	if l := readLedger(t, s, e.ID); l.refunded != 0 {
+		t.Fatalf("a sold-out envelope refunded %d cents", l.refunded)
+	}
+}
+
+func TestSettlementStoppedHalfWayCompletes(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	e, claims := expiring(t, s, 10, 3)
+	f := upkeepFlusher(t, s)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(61 * time.Second)
+	f.afterClose = func(int64) error { return errCrash }
+	if err := f.Settle(ctx); !errors.Is(err, errCrash) {
+		t.Fatalf("Settle = %v, want the crash", err)
+	}
+	if l := readLedger(t, s, e.ID); l.status != "open" || l.refundedPackets != 0 {
+		t.Fatalf("after a crash between close and refund: %+v", l)
+	}
+	f.afterClose = nil
+	if err := f.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantSettled(t, s, e.ID, claims)
+	if err := f.Settle(ctx); err != nil { // nothing is settled twice
+		t.Fatal(err)
+	}
+	wantSettled(t, s, e.ID, claims)
+	assertAnswersAfterSettlement(t, s, e.ID, claims)
+}
