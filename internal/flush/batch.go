@@ -27,8 +27,18 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
-	claims, malformed := parseBatch(raw)
+	claims, sources, malformed := parseBatch(raw)
 	res, err := f.pg.ApplyClaims(ctx, claims)
+	if pgstore.IsRefused(err) {
+		// PostgreSQL refuses the batch's data, not the connection: retried
+		// whole it would fail forever and hold up the shard. One claim at
+		// a time finds the culprits, which are set aside like malformed ones.
+		f.log.Error("postgres refused a batch; applying its claims one at a time",
+			zap.Int("shard", shard), zap.Error(err))
+		var refused []string
+		claims, res, refused, err = f.applyEach(ctx, claims, sources)
+		malformed = append(malformed, refused...)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: %w", shard, err)
 	}
@@ -39,7 +49,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		if err := f.redis.Reject(ctx, shard, malformed); err != nil {
 			return 0, err
 		}
-		f.log.Error("malformed claims moved to the shard's rejected list",
+		f.log.Error("malformed or refused claims moved to the shard's rejected list",
 			zap.Int("shard", shard), zap.Strings("claims", malformed))
 	}
 	f.report(shard, len(claims), res)
@@ -52,8 +62,32 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	return len(raw), f.redis.Ack(ctx, shard)
 }
 
-func parseBatch(raw []string) (claims []pgstore.Claim, malformed []string) {
+// applyEach applies claims one by one, skipping those PostgreSQL refuses
+// (returned as their queue entries).
+func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim, sources []string) (
+	kept []pgstore.Claim, res pgstore.ApplyResult, refused []string, err error,
+) {
+	for i, c := range claims {
+		r, err := f.pg.ApplyClaims(ctx, []pgstore.Claim{c})
+		if pgstore.IsRefused(err) {
+			refused = append(refused, sources[i])
+			continue
+		}
+		if err != nil {
+			return nil, pgstore.ApplyResult{}, nil, err
+		}
+		kept = append(kept, c)
+		res.Applied += r.Applied
+		res.SoldOut = append(res.SoldOut, r.SoldOut...)
+		res.Conflicts = append(res.Conflicts, r.Conflicts...)
+	}
+	return kept, res, refused, nil
+}
+
+// parseBatch reads a batch; sources[i] is the queue entry of claims[i].
+func parseBatch(raw []string) (claims []pgstore.Claim, sources, malformed []string) {
 	claims = make([]pgstore.Claim, 0, len(raw))
+	sources = make([]string, 0, len(raw))
 	for _, r := range raw {
 		q, err := redisstore.ParseQueued(r)
 		if err != nil {
@@ -64,8 +98,9 @@ func parseBatch(raw []string) (claims []pgstore.Claim, malformed []string) {
 			EnvelopeID: q.EnvelopeID, PacketID: q.PacketID, UserID: q.UserID, ClaimedAt: q.GrabbedAt,
 			OrderNo: q.OrderNo,
 		})
+		sources = append(sources, r)
 	}
-	return claims, malformed
+	return claims, sources, malformed
 }
 
 func (f *Flusher) report(shard, n int, res pgstore.ApplyResult) {

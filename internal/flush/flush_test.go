@@ -280,3 +280,29 @@ func TestRunFlushesAndStopsOnCancel(t *testing.T) {
 	}
 	assertDurable(t, s, e.ID, claims)
 }
+
+func TestClaimPostgresRefusesIsSetAside(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := grabbed(t, s, 10, 4)
+	ctx := context.Background()
+	shard := s.Redis.Keys().Shard(e.ID)
+	// Well formed, but no timestamp PostgreSQL can store.
+	bad := fmt.Sprintf("%d:1:1:%d:1:time-traveller", e.ID, int64(9.3e15))
+	s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), bad)
+	drained := make(chan error, 1)
+	go func() { drained <- newFlusher(t, s, Config{}).Drain(ctx) }()
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shard is stuck on a claim PostgreSQL refuses")
+	}
+	assertDurable(t, s, e.ID, claims)
+	rejected, _ := s.RDB.LRange(ctx, s.Redis.Keys().Rejected(shard), 0, -1).Result()
+	if len(rejected) != 1 || rejected[0] != bad {
+		t.Fatalf("rejected list = %q, want the refused claim", rejected)
+	}
+}

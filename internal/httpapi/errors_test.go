@@ -379,3 +379,34 @@ func TestUnavailableWhileLoading(t *testing.T) {
 		t.Errorf("envelope after refused grabs: %+v, %v; want still loading", e, err)
 	}
 }
+
+func TestUnavailableWhileSuspended(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	env := c.createN(1000, 10, 60)
+	first := c.grab(env.EnvelopeID, "holder")
+	ctx := context.Background()
+	// Suspended in Redis first, then in PostgreSQL, as the flusher does.
+	if _, err := s.Redis.Suspend(ctx, env.EnvelopeID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PG.Suspend(ctx, env.EnvelopeID, "test", s.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	requireError(t, c.grabAnswer(env.EnvelopeID, "newcomer"), http.StatusServiceUnavailable, "unavailable")
+	// A holder's repeat is still answered while Redis holds the claims.
+	if again := c.grab(env.EnvelopeID, "holder"); !again.Repeat || again.PacketID != first.PacketID {
+		t.Errorf("holder while suspended: %+v, want the repeat of %+v", again, first)
+	}
+	if st := c.status(env.EnvelopeID); st.Status != "suspended" || st.GrabbedCount != 1 {
+		t.Errorf("status while suspended: %+v", st)
+	}
+	// Redis lost everything: still 503, and nothing is offered.
+	if err := s.Redis.Forget(ctx, env.EnvelopeID); err != nil {
+		t.Fatal(err)
+	}
+	requireError(t, c.grabAnswer(env.EnvelopeID, "newcomer"), http.StatusServiceUnavailable, "unavailable")
+	if n, _ := s.RDB.Exists(ctx, s.Redis.Keys().Pool(env.EnvelopeID)).Result(); n != 0 {
+		t.Error("a grab of a suspended envelope recreated its pool")
+	}
+}

@@ -25,3 +25,15 @@ func hasConstraint(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == constraint
 }
+
+// IsRefused reports that PostgreSQL refused a statement's data (error
+// classes 22, data exception, and 23, integrity constraint violation), as
+// opposed to failing to run it: sending the same data again fails again.
+func IsRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	class := pgErr.Code[:2]
+	return class == "22" || class == "23"
+}
