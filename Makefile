@@ -1,5 +1,5 @@
 # Common tasks. The tests need PostgreSQL and Redis: see the README.
-.PHONY: build test vet run-grabber run-flusher migrate fuzz
+.PHONY: build test vet run-grabber run-flusher migrate fuzz bench
 
 BIN := bin
 
@@ -25,3 +25,8 @@ run-flusher: build
 fuzz:
 	go test -run=NONE -fuzz=FuzzSplit -fuzztime=60s ./internal/envelope
 	go test -run=NONE -fuzz=FuzzAPI -fuzztime=60s ./internal/httpapi
+
+# Same-run references for the grab path: redis-benchmark on the original
+# script, loadgen on the no-op server and on grabber + flusher (BENCHMARKS.md).
+bench:
+	bash bench/run.sh

@@ -22,6 +22,7 @@ type fakeAPI struct {
 	nextEnv int64
 	nextPkt int64
 	grabs   int
+	grants  int
 	envs    map[int64]*fakeEnv
 }
 
@@ -93,7 +94,8 @@ func (f *fakeAPI) grab(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := e.pool[len(e.pool)-1]
-	if f.bug != "double_pay" || f.grabs != 5 { // the 5th grab leaves its packet in the pool
+	f.grants++
+	if f.bug != "double_pay" || f.grants != 5 { // the 5th grant leaves its packet in the pool
 		e.pool = e.pool[:len(e.pool)-1]
 	}
 	e.claims[req.UserID] = g
