@@ -42,8 +42,22 @@ func Redis(t testing.TB) (redis.UniversalClient, string) {
 	return c, prefix
 }
 
-// DeleteKeys removes every key matching pattern, a page at a time.
+// DeleteKeys removes every key matching pattern, a page at a time. On a
+// Redis Cluster each master is scanned, since SCAN only sees the keys of the
+// node it runs on; the keys are deleted one by one there, as keys of
+// different slots may not share a command.
 func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			deleteScanned(ctx, node, pattern)
+			return nil
+		})
+		return
+	}
+	deleteScanned(ctx, c, pattern)
+}
+
+func deleteScanned(ctx context.Context, c redis.Cmdable, pattern string) {
 	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
 		c.Del(ctx, iter.Val())

@@ -34,11 +34,24 @@ type Stack struct {
 	Clock  *testenv.Clock
 }
 
-// New builds a stack; everything is closed and dropped when the test ends.
+// New builds a stack on the test Redis; everything is closed and dropped
+// when the test ends.
 func New(t testing.TB) *Stack {
 	t.Helper()
+	return build(t, testenv.Redis)
+}
+
+// NewCluster builds the same stack on the test Redis Cluster
+// (testenv.RedisCluster), so the service's keys spread over its masters.
+func NewCluster(t testing.TB) *Stack {
+	t.Helper()
+	return build(t, testenv.RedisCluster)
+}
+
+func build(t testing.TB, redisFor func(testing.TB) (redis.UniversalClient, string)) *Stack {
+	t.Helper()
 	pool, dbURL := testenv.Postgres(t)
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := redisFor(t)
 	s := &Stack{
 		Pool: pool, DBURL: dbURL, RDB: rdb, Prefix: prefix,
 		PG:    pgstore.New(pool),

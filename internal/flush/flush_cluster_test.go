@@ -1,0 +1,137 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"redpacket/internal/grab"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv/stack"
+)
+
+// grabbedOnEveryShard creates envelopes until every shard has one and grabs
+// n packets of each; it returns the envelopes and their answered claims.
+func grabbedOnEveryShard(t *testing.T, s *stack.Stack, n int) ([]grab.Envelope, []map[string]redisstore.Claim) {
+	t.Helper()
+	k := s.Redis.Keys()
+	covered := map[int]bool{}
+	var es []grab.Envelope
+	var claims []map[string]redisstore.Claim
+	for tries := 0; len(covered) < k.Shards(); tries++ {
+		if tries == 4*k.Shards() {
+			t.Fatalf("%d envelopes cover only shards %v", tries, covered)
+		}
+		e, c := grabbed(t, s, n+2, n)
+		covered[k.Shard(e.ID)] = true
+		es, claims = append(es, e), append(claims, c)
+	}
+	return es, claims
+}
+
+// The flusher drains every shard of a Redis Cluster: Pending sees each
+// shard's queue (one pipeline over every slot), batches are taken, written
+// and acknowledged on the master of each shard, and PostgreSQL ends up with
+// exactly the answers given.
+func TestClusterFlusherDrainsEveryShard(t *testing.T) {
+	t.Parallel()
+	s := stack.NewCluster(t)
+	ctx := context.Background()
+	es, claims := grabbedOnEveryShard(t, s, 5)
+
+	k := s.Redis.Keys()
+	want := make([]int64, k.Shards())
+	masters := map[string]bool{}
+	for i, e := range es {
+		want[k.Shard(e.ID)] += int64(len(claims[i]))
+		node, err := s.RDB.(*redis.ClusterClient).MasterForKey(ctx, k.Consumed(k.Shard(e.ID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[node.Options().Addr] = true
+	}
+	pending, err := s.Redis.Pending(ctx)
+	if err != nil {
+		t.Fatalf("Pending: %v", err)
+	}
+	for shard := range want {
+		if pending[shard] != want[shard] {
+			t.Fatalf("Pending = %v; want %v", pending, want)
+		}
+	}
+	t.Logf("%d envelopes, queues on %d masters", len(es), len(masters))
+
+	// A small batch: several batches per shard, and one crash between the
+	// commit and the acknowledgement, re-applied by the next flusher.
+	crashed := newFlusher(t, s, Config{BatchSize: 2})
+	crashed.afterCommit = func(int) error { return errCrash }
+	shard := k.Shard(es[0].ID)
+	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
+		t.Fatalf("FlushShard = %v, want the crash", err)
+	}
+	if n, err := s.RDB.LLen(ctx, k.Inflight(shard)).Result(); err != nil || n != 2 {
+		t.Fatalf("in flight after the crash: %d, %v; want the batch of 2", n, err)
+	}
+	if err := newFlusher(t, s, Config{BatchSize: 2}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range es {
+		assertDurable(t, s, e.ID, claims[i])
+	}
+}
+
+// The daemon's loop on a Redis Cluster, with everything it does between
+// passes: grabs on every shard reach PostgreSQL, nothing is logged as an
+// error, and Run stops on cancel.
+func TestClusterRunFlushesEveryShard(t *testing.T) {
+	t.Parallel()
+	s := stack.NewCluster(t)
+	es, claims := grabbedOnEveryShard(t, s, 3)
+	total := 0
+	for _, c := range claims {
+		total += len(c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Errors are logged and retried by Run; on a healthy cluster there must
+	// be none.
+	core, logs := observer.New(zap.WarnLevel)
+	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
+	f := New(s.Redis, s.PG, Config{BatchSize: 4, IdleWait: 10 * time.Millisecond}, log)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL`).Scan(&n)
+		if n == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d claims flushed after 15s", n, total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	for i, e := range es {
+		assertDurable(t, s, e.ID, claims[i])
+	}
+	for _, entry := range logs.FilterLevelExact(zap.ErrorLevel).All() {
+		t.Errorf("flusher logged an error: %s %v", entry.Message, entry.ContextMap())
+	}
+}

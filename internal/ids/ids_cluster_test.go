@@ -1,0 +1,166 @@
+package ids
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
+)
+
+// clusterShortEnv is a shortEnv whose two Redis clients are on the test
+// Redis Cluster, as two processes of a clustered deployment would have.
+func clusterShortEnv(t *testing.T) shortEnv {
+	t.Helper()
+	rdbA, prefix := testenv.RedisCluster(t)
+	poolA, url := testenv.Postgres(t)
+	poolB, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("second pool: %v", err)
+	}
+	t.Cleanup(poolB.Close)
+	return shortEnv{keys: redisstore.NewKeys(prefix, 16), rdbA: rdbA, rdbB: testenv.NewClusterClient(t), poolA: poolA, poolB: poolB}
+}
+
+// Order numbers on a Redis Cluster: two generators (two clients) with small
+// segments, so the day counter's INCRBY + EXPIRE transaction runs often;
+// every number once, the counter ahead of all of them and expiring.
+func TestClusterOrderNumbers(t *testing.T) {
+	t.Parallel()
+	e := clusterShortEnv(t)
+	ctx := testCtx(t)
+	clk := testenv.NewClock(time.Date(2031, 2, 3, 12, 0, 0, 0, time.UTC))
+	gens := []*OrderNumbers{
+		newOrders(t, e.rdbA, e.keys, OrderConfig{Segment: 50, Now: clk.Now}),
+		newOrders(t, e.rdbB, e.keys, OrderConfig{Segment: 23, PrefetchAt: 0.5, Now: clk.Now}),
+	}
+	const perGoroutine, goroutines = 500, 8
+	seen := newSet()
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Value
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			for range perGoroutine {
+				n, err := gens[g%2].Next(ctx)
+				if err == nil && !seen.add(n) {
+					err = fmt.Errorf("order number %q handed out twice", n)
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if seen.len() != perGoroutine*goroutines {
+		t.Fatalf("%d distinct order numbers, want %d", seen.len(), perGoroutine*goroutines)
+	}
+	var maxSeq int64
+	for n := range seen.seen {
+		date, seq := splitOrder(t, n, defaultOrderWidth)
+		if date != "20310203" {
+			t.Fatalf("order number %q dated %s, want 20310203", n, date)
+		}
+		maxSeq = max(maxSeq, seq)
+	}
+	if c := getInt(t, e.rdbA, e.keys.OrderDay("20310203")); c < maxSeq {
+		t.Fatalf("day counter %d below the handed-out sequence %d", c, maxSeq)
+	}
+	checkDayTTL(t, e.rdbA, e.keys.OrderDay("20310203"))
+}
+
+// Share codes on a Redis Cluster: two generators race to create the pool
+// and take a whole day's pool of 200, each code once, then ErrExhausted.
+func TestClusterShareCodes(t *testing.T) {
+	t.Parallel()
+	e := clusterShortEnv(t)
+	ctx := testCtx(t)
+	clk := testenv.NewClock(time.Date(2031, 2, 3, 12, 0, 0, 0, time.UTC))
+	const size = 200
+	cfg := ShareConfig{Now: clk.Now}
+	gens := []*ShareCodes{newShares(e.rdbA, e.keys, cfg, size), newShares(e.rdbB, e.keys, cfg, size)}
+	checkDayCodes(t, drainShares(t, ctx, gens, 8), "310203", size)
+	for _, s := range gens {
+		if c, err := s.Next(ctx); !errors.Is(err, ErrExhausted) {
+			t.Fatalf("Next after the pool = %q, %v; want ErrExhausted", c, err)
+		}
+	}
+	checkDayTTL(t, e.rdbA, e.keys.ShareDay("310203"))
+}
+
+// Short ids on a Redis Cluster: two generators serve users asked for twice
+// at about the same time, ids unique and stable; after the bitmap and its
+// flag are lost, the bitmap is rebuilt from PostgreSQL (EXISTS of both keys,
+// a pipeline of SETBIT) before any id is handed out again.
+func TestClusterShortIDs(t *testing.T) {
+	t.Parallel()
+	e := clusterShortEnv(t)
+	ctx := testCtx(t)
+	cfg := ShortIDConfig{Min: 7000, Max: 7499}
+	gens := e.gens(cfg)
+	const users = 300
+	var (
+		got    sync.Map
+		wg     sync.WaitGroup
+		next   atomic.Int64
+		failed atomic.Value
+	)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < 2*users; i = next.Add(1) - 1 {
+				user := fmt.Sprintf("user-%d", i/2)
+				id, err := gens[(int(i)+g)%2].Get(ctx, user)
+				if prev, loaded := got.LoadOrStore(user, id); err == nil && loaded && prev != id {
+					err = fmt.Errorf("%s got %d and %d", user, prev, id)
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	rows := checkBitmapMatchesPG(t, e, cfg.Min)
+	if len(rows) != users {
+		t.Fatalf("PostgreSQL holds %d short ids, want %d", len(rows), users)
+	}
+
+	if err := e.rdbA.Del(ctx, e.keys.ShortIDs(), e.keys.ShortIDsReady()).Err(); err != nil {
+		t.Fatalf("delete the bitmap and its flag: %v", err)
+	}
+	used := map[int64]bool{}
+	for _, id := range rows {
+		used[id] = true
+	}
+	for i := range 20 {
+		id := mustShort(t, ctx, gens[i%2], fmt.Sprint("new-", i))
+		if used[id] {
+			t.Fatalf("id %d handed out again after the bitmap was lost", id)
+		}
+		used[id] = true
+		if i == 0 {
+			checkBitmapMatchesPG(t, e, cfg.Min)
+		}
+	}
+	if id := mustShort(t, ctx, gens[1], "user-7"); id != rows["user-7"] {
+		t.Fatalf("user-7 after the loss: %d, before %d", id, rows["user-7"])
+	}
+	checkBitmapMatchesPG(t, e, cfg.Min)
+}

@@ -1,0 +1,268 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
+)
+
+// newClusterStore returns a Store on the test Redis Cluster under a prefix
+// of the test's own, and the cluster client.
+func newClusterStore(t testing.TB, shards int) (*redisstore.Store, *redis.ClusterClient) {
+	t.Helper()
+	rdb, prefix := testenv.RedisCluster(t)
+	return redisstore.New(rdb, prefix, shards), rdb.(*redis.ClusterClient)
+}
+
+// masterOf is the address of the master serving key, from the client's
+// slot map.
+func masterOf(t testing.TB, c *redis.ClusterClient, key string) string {
+	t.Helper()
+	n, err := c.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatalf("master for %s: %v", key, err)
+	}
+	return n.Options().Addr
+}
+
+// masters returns the addresses of the cluster's masters.
+func masters(t testing.TB, c *redis.ClusterClient) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var out []string
+	if err := c.ForEachMaster(ctxT(t), func(_ context.Context, n *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, n.Options().Addr)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// shardKeys is every key of a shard: its queues and the keys of an envelope
+// of the shard.
+func shardKeys(k redisstore.Keys, shard int) []string {
+	e := int64(shard + 7*k.Shards())
+	return []string{k.Consumed(shard), k.Inflight(shard), k.Rejected(shard), k.Meta(e), k.Pool(e), k.Claims(e)}
+}
+
+// The 16 shards of a deployment spread over every master of the cluster, so
+// that no node carries all grabs; each shard's keys, and the identifier keys,
+// stay in one slot. The slot the server computes (CLUSTER KEYSLOT) matches
+// the reference, and keys written through the client land on the master its
+// slot map names.
+func TestClusterShardTagsSpreadOverMasters(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.RedisCluster(t)
+	c := rdb.(*redis.ClusterClient)
+	ctx := ctxT(t)
+	all := masters(t, c)
+	if len(all) < 3 {
+		t.Fatalf("cluster has masters %v; the tests need at least 3", all)
+	}
+	for _, p := range []string{"rp", prefix} { // the default prefix, and a test's own
+		k := redisstore.NewKeys(p, 16)
+		shardsOn := map[string][]int{}
+		for shard := range k.Shards() {
+			keys := shardKeys(k, shard)
+			slot, err := c.ClusterKeySlot(ctx, keys[0]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(slot) != keySlot(keys[0]) {
+				t.Fatalf("CLUSTER KEYSLOT %s = %d, reference says %d", keys[0], slot, keySlot(keys[0]))
+			}
+			for _, key := range keys[1:] {
+				if s, err := c.ClusterKeySlot(ctx, key).Result(); err != nil || s != slot {
+					t.Fatalf("CLUSTER KEYSLOT %s = %d, %v; the shard's %s is in slot %d", key, s, err, keys[0], slot)
+				}
+			}
+			m := masterOf(t, c, keys[0])
+			shardsOn[m] = append(shardsOn[m], shard)
+		}
+		t.Logf("prefix %q: shards per master %v", p, shardsOn)
+		switch {
+		case p == "rp" && len(shardsOn) != len(all):
+			t.Errorf("the default prefix's 16 shards are on %d of the %d masters: %v", len(shardsOn), len(all), shardsOn)
+		case len(shardsOn) < 2:
+			t.Errorf("prefix %q: all 16 shards on one master: %v", p, shardsOn)
+		}
+		ids := []string{k.OrderDay("20300101"), k.SharePool(), k.ShareDay("300101"), k.ShortIDs(), k.ShortIDsReady()}
+		for _, key := range ids[1:] {
+			if keySlot(key) != keySlot(ids[0]) {
+				t.Errorf("identifier keys %s and %s are in different slots", ids[0], key)
+			}
+		}
+	}
+
+	// Where keys really land: write each shard's queue, then find it by
+	// scanning each master.
+	k := redisstore.NewKeys(prefix, 16)
+	want := map[string]string{}
+	for shard := range k.Shards() {
+		key := k.Consumed(shard)
+		if err := c.RPush(ctx, key, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = masterOf(t, c, key)
+	}
+	var mu sync.Mutex
+	got := map[string]string{}
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		iter := n.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			got[iter.Val()] = n.Options().Addr
+			mu.Unlock()
+		}
+		return iter.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for key, m := range want {
+		if got[key] != m {
+			t.Errorf("%s is on %q; the slot map says %s", key, got[key], m)
+		}
+	}
+}
+
+// TestClusterGrabConcurrent races users over envelopes of every shard, on
+// the cluster: exactly the packets loaded are granted, once each, a retry
+// answers the first claim, the queues hold exactly the grants; then the
+// flusher's calls (Pending across every slot, Take, Ack) drain them.
+func TestClusterGrabConcurrent(t *testing.T) {
+	t.Parallel()
+	s, rdb := newClusterStore(t, testShards)
+	ctx := ctxT(t)
+	k := s.Keys()
+	const (
+		packets = 150
+		users   = 400
+		workers = 32
+	)
+	now := time.Now()
+	envelopes := []int64{41, 42, 43, 44} // one per shard
+	byID := map[int64]map[int64]int64{}
+	totals := map[int64]int64{}
+	onMasters := map[string]bool{}
+	for _, id := range envelopes {
+		byID[id], totals[id] = load(t, s, id, packets, now)
+		onMasters[masterOf(t, rdb, k.Meta(id))] = true
+	}
+	t.Logf("%d envelopes on %d masters", len(envelopes), len(onMasters))
+
+	type answer struct {
+		claim redisstore.Claim
+		err   error
+	}
+	first := map[int64][]answer{}
+	second := map[int64][]answer{}
+	for _, id := range envelopes {
+		first[id], second[id] = make([]answer, users), make([]answer, users)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			for pass, out := range []map[int64][]answer{first, second} {
+				for u := w; u < users; u += workers {
+					for _, id := range envelopes {
+						c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d", u), now.Add(time.Duration(pass)*time.Millisecond), orderNo())
+						out[id][u] = answer{c, err}
+					}
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	for _, id := range envelopes {
+		owner := map[int64]int{}
+		var sum int64
+		for u := range users {
+			a, b := first[id][u], second[id][u]
+			switch {
+			case a.err == nil && !a.claim.Repeat:
+				if amount, ok := byID[id][a.claim.PacketID]; !ok || amount != a.claim.AmountCents {
+					t.Fatalf("envelope %d user %d: claim %+v is not a loaded packet", id, u, a.claim)
+				}
+				if prev, dup := owner[a.claim.PacketID]; dup {
+					t.Fatalf("envelope %d: packet %d granted to users %d and %d", id, a.claim.PacketID, prev, u)
+				}
+				owner[a.claim.PacketID] = u
+				sum += a.claim.AmountCents
+				want := a.claim
+				want.Repeat = true
+				if b.err != nil || b.claim != want {
+					t.Fatalf("envelope %d user %d: retry = %+v, %v; want %+v", id, u, b.claim, b.err, want)
+				}
+			case errors.Is(a.err, redisstore.ErrSoldOut):
+				if !errors.Is(b.err, redisstore.ErrSoldOut) {
+					t.Fatalf("envelope %d user %d: sold out, then %+v, %v", id, u, b.claim, b.err)
+				}
+			default:
+				t.Fatalf("envelope %d user %d: first grab %+v, %v", id, u, a.claim, a.err)
+			}
+		}
+		if len(owner) != packets || sum != totals[id] {
+			t.Fatalf("envelope %d: %d packets granted holding %d cents; want %d holding %d", id, len(owner), sum, packets, totals[id])
+		}
+		if n := llen(t, rdb, k.Pool(id)); n != 0 {
+			t.Fatalf("envelope %d: pool holds %d packets, want 0", id, n)
+		}
+		live, err := s.Live(ctx, id)
+		if err != nil || live.GrabbedCents != totals[id] || live.Remaining != 0 {
+			t.Fatalf("envelope %d: Live = %+v, %v; want %d grabbed, 0 remaining", id, live, err, totals[id])
+		}
+	}
+
+	pending, err := s.Pending(ctx)
+	if err != nil {
+		t.Fatalf("Pending: %v", err)
+	}
+	for shard, n := range pending {
+		if n != packets {
+			t.Fatalf("Pending = %v; want %d on every shard", pending, packets)
+		}
+		seen := map[int64]bool{}
+		for {
+			batch, err := s.Take(ctx, shard, 40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			for _, raw := range batch {
+				q, err := redisstore.ParseQueued(raw)
+				if err != nil || k.Shard(q.EnvelopeID) != shard || seen[q.PacketID] {
+					t.Fatalf("shard %d queued %q (%v)", shard, raw, err)
+				}
+				seen[q.PacketID] = true
+			}
+			if err := s.Ack(ctx, shard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(seen) != packets {
+			t.Fatalf("shard %d handed out %d claims, want %d", shard, len(seen), packets)
+		}
+	}
+	if pending, err := s.Pending(ctx); err != nil || fmt.Sprint(pending) != "[0 0 0 0]" {
+		t.Fatalf("Pending after the drain = %v, %v", pending, err)
+	}
+}
