@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +80,10 @@ func TestDeployCreateGrabFlush(t *testing.T) {
 	}
 
 	waitFlushed(t, dbURL, created.EnvelopeID, answers)
+	requireMetrics(t, "http://"+flusherAddr+"/metrics", "redpacket_flush_batch_size_count",
+		`redpacket_pending_claims{shard="0"}`, "redpacket_flush_lag_seconds_bucket")
+	requireMetrics(t, base+"/metrics", `redpacket_grabs_total{result="granted"} 4`,
+		`redpacket_grabs_total{result="repeat"} 1`, `redpacket_sequence_fetches_total{key="envelope"}`)
 	grabber.stop(t)
 	flusher.stop(t)
 }
@@ -111,4 +117,29 @@ func waitFlushed(t *testing.T, dbURL string, envelopeID int64, answers map[strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// requireMetrics waits (up to 5 s: the flusher publishes some once a second)
+// until url serves every one of the wanted lines or fragments.
+func requireMetrics(t *testing.T, url string, want ...string) {
+	t.Helper()
+	var missing []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing = missing[:0]
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				missing = append(missing, w)
+			}
+		}
+		if resp.StatusCode == http.StatusOK && len(missing) == 0 {
+			return
+		}
+	}
+	t.Fatalf("%s lacks %q", url, missing)
 }

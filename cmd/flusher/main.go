@@ -134,11 +134,12 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 	return errors.Join(runErr, <-served)
 }
 
-// opsHandler serves /healthz and /readyz.
+// opsHandler serves /healthz, /readyz and /metrics.
 func opsHandler(c *daemon.Clients, log *zap.Logger) http.Handler {
 	healthz, readyz := telemetry.Probes(c.Ready, log)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", readyz)
+	mux.Handle("GET /metrics", telemetry.MetricsHandler())
 	return mux
 }

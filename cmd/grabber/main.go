@@ -54,9 +54,13 @@ func run() error {
 	}
 	defer clients.Close()
 
-	envIDs := sequence.New(clients.PG, "envelope", sequence.Options{})
+	seqOpts := sequence.Options{OnFetch: func(key string, _ int64, took time.Duration) {
+		telemetry.SequenceFetches.WithLabelValues(key).Inc()
+		telemetry.SequenceFetchSeconds.Observe(took.Seconds())
+	}}
+	envIDs := sequence.New(clients.PG, "envelope", seqOpts)
 	defer envIDs.Close()
-	packetIDs := sequence.New(clients.PG, "packet", sequence.Options{})
+	packetIDs := sequence.New(clients.PG, "packet", seqOpts)
 	defer packetIDs.Close()
 
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)

@@ -3,11 +3,13 @@ package flush
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
 )
 
 // FlushShard writes one batch of a shard's claims and returns its size.
@@ -25,6 +27,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := hook(f.afterTake, shard); err != nil {
 		return 0, err
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	claims, sources, malformed := parseBatch(raw)
@@ -42,6 +45,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: %w", shard, err)
 	}
+	observeLag(claims)
 	if len(malformed) > 0 {
 		// Only this service writes the queue, so this is corruption: keep
 		// the entries where an operator can find them before the ack drops
@@ -49,6 +53,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		if err := f.redis.Reject(ctx, shard, malformed); err != nil {
 			return 0, err
 		}
+		telemetry.Rejected.Add(float64(len(malformed)))
 		f.log.Error("malformed or refused claims moved to the shard's rejected list",
 			zap.Int("shard", shard), zap.Strings("claims", malformed))
 	}
@@ -59,7 +64,20 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := hook(f.afterCommit, shard); err != nil {
 		return 0, err
 	}
-	return len(raw), f.redis.Ack(ctx, shard)
+	if err := f.redis.Ack(ctx, shard); err != nil {
+		return 0, err
+	}
+	telemetry.FlushBatchSize.Observe(float64(len(raw)))
+	telemetry.FlushBatchSeconds.Observe(time.Since(start).Seconds())
+	return len(raw), nil
+}
+
+// observeLag records, per claim, how long after the grab it became durable.
+func observeLag(claims []pgstore.Claim) {
+	now := time.Now()
+	for _, c := range claims {
+		telemetry.FlushLagSeconds.Observe(now.Sub(c.ClaimedAt).Seconds())
+	}
 }
 
 // applyEach applies claims one by one, skipping those PostgreSQL refuses
@@ -109,6 +127,7 @@ func (f *Flusher) report(shard, n int, res pgstore.ApplyResult) {
 		f.log.Info("envelope sold out", zap.Int64("envelope_id", id))
 	}
 	for _, c := range res.Conflicts {
+		telemetry.Conflicts.WithLabelValues(c.Reason).Inc()
 		f.log.Error("claim conflicts with postgres; recorded in claim_conflicts, not applied",
 			zap.Int64("envelope_id", c.EnvelopeID), zap.Int64("packet_id", c.PacketID),
 			zap.String("user_id", c.UserID), zap.String("reason", c.Reason))

@@ -7,6 +7,7 @@ package flush
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
 )
 
 // Config tunes the flusher; zero fields take the defaults.
@@ -102,6 +104,7 @@ func (f *Flusher) Run(ctx context.Context) error {
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
+			telemetry.FlushErrors.Inc()
 			f.log.Error("flush failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, f.cfg.MaxBackoff)
@@ -124,11 +127,26 @@ func (f *Flusher) Upkeep(ctx context.Context, repair bool) error {
 	if err != nil {
 		return err
 	}
+	if err := f.gaugePending(ctx); err != nil {
+		return err
+	}
 	err = f.Settle(ctx)
 	if repair {
 		err = errors.Join(err, f.RepairLoading(ctx, epochs))
 	}
 	return err
+}
+
+// gaugePending publishes how many claims wait in each shard.
+func (f *Flusher) gaugePending(ctx context.Context) error {
+	pending, err := f.redis.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	for shard, n := range pending {
+		telemetry.PendingClaims.WithLabelValues(strconv.Itoa(shard)).Set(float64(n))
+	}
+	return nil
 }
 
 // Suspended counts the envelopes this flusher has suspended.

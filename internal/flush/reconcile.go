@@ -10,6 +10,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
+	"redpacket/internal/telemetry"
 )
 
 // Reconcile compares every shard's epoch token in Redis with the one
@@ -120,6 +121,7 @@ func (f *Flusher) suspend(ctx context.Context, id int64, reason string) error {
 	}
 	if changed {
 		f.suspended.Add(1)
+		telemetry.Suspended.Inc()
 		f.log.Error("envelope suspended: grabs answer 503 until an operator recovers it",
 			zap.Int64("envelope_id", id), zap.String("reason", reason),
 			zap.String("next_step", fmt.Sprintf("flusher recover -envelope %d -action reload|refund -dry-run", id)))

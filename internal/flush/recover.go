@@ -101,6 +101,7 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		countFinished(st)
 		f.log.Warn("suspended envelope refunded by an operator", zap.Int64("envelope_id", id),
 			zap.Int64("claimed_cents", st.ClaimedCents), zap.Int64("refunded_cents", st.RefundedCents))
 		return st.Status, nil

@@ -94,6 +94,7 @@ func (f *Flusher) failLoading(ctx context.Context, epoch string, e pgstore.Envel
 	if err != nil {
 		return err
 	}
+	countFinished(st)
 	f.log.Warn("gave up an envelope that never finished loading; nothing was offered, all refunded",
 		zap.Int64("envelope_id", e.ID), zap.Int64("refunded_cents", st.RefundedCents))
 	return nil

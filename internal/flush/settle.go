@@ -10,6 +10,7 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
 )
 
 // settleBatch bounds how many envelopes one settlement round handles; the
@@ -107,9 +108,16 @@ func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
 	case err != nil:
 		return err
 	}
+	countFinished(st)
 	f.log.Info("envelope settled", zap.Int64("envelope_id", e.ID), zap.Int64("claimed_cents", st.ClaimedCents),
 		zap.Int64("refunded_cents", st.RefundedCents), zap.Int("packets_refunded", st.Refunded))
 	return nil
+}
+
+// countFinished counts a settled or failed envelope and its refund.
+func countFinished(st pgstore.Settlement) {
+	telemetry.Finished.WithLabelValues(st.Status).Inc()
+	telemetry.RefundedCents.Add(float64(st.RefundedCents))
 }
 
 func (f *Flusher) afterCloseHook(id int64) error {

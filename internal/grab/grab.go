@@ -4,15 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
 )
 
 // Grab takes a packet of envelope id for the user, or returns the packet the
 // user took before (Claim.Repeat).
 func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
+	start := time.Now()
+	c, err := s.grab(ctx, id, userID)
+	telemetry.GrabSeconds.Observe(time.Since(start).Seconds())
+	telemetry.Grabs.WithLabelValues(grabResult(c, err)).Inc()
+	return c, err
+}
+
+// grabResult names a grab's outcome for the metrics.
+func grabResult(c redisstore.Claim, err error) string {
+	switch {
+	case err == nil && c.Repeat:
+		return "repeat"
+	case err == nil:
+		return "granted"
+	case errors.Is(err, ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, ErrExpired):
+		return "expired"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, envelope.ErrInvalid):
+		return "invalid"
+	}
+	return "unavailable"
+}
+
+func (s *Service) grab(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return redisstore.Claim{}, err
 	}

@@ -49,6 +49,7 @@ func New(svc *grab.Service, o Options) *API {
 	healthz, readyz := telemetry.Probes(a.ready, a.log)
 	a.route("/healthz", map[string]http.HandlerFunc{"GET": healthz})
 	a.route("/readyz", map[string]http.HandlerFunc{"GET": readyz})
+	a.route("/metrics", map[string]http.HandlerFunc{"GET": telemetry.MetricsHandler().ServeHTTP})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
 	})
