@@ -64,6 +64,9 @@ func run() error {
 	defer packetIDs.Close()
 
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
+	// Grabs that arrive together share round trips; stopped (deferred) before
+	// the clients close, after the server has answered everything in hand.
+	defer rs.Coalesce(cfg.GrabWorkers, cfg.GrabBatchMax)()
 	orderNos := ids.NewOrderNumbers(clients.Redis, rs.Keys(), ids.OrderConfig{
 		Width: cfg.OrderNoWidth, Segment: cfg.OrderNoSegment, Location: cfg.IDLocation,
 	})

@@ -20,6 +20,8 @@ type Config struct {
 	RedisClusterAddrs []string
 	RedisKeyPrefix    string
 	RedisPoolSize     int
+	GrabWorkers       int // pipelines of coalesced grabs in flight at once
+	GrabBatchMax      int // most grabs sent in one pipeline
 
 	GrabberAddr     string
 	GrabberAPIToken string
@@ -52,6 +54,8 @@ func Load(getenv func(string) string) (Config, error) {
 		RedisClusterAddrs: r.list("REDIS_CLUSTER_ADDRS"),
 		RedisKeyPrefix:    r.str("REDIS_KEY_PREFIX", "rp"),
 		RedisPoolSize:     r.int("REDIS_POOL_SIZE", 64),
+		GrabWorkers:       r.int("GRAB_WORKERS", 4),
+		GrabBatchMax:      r.int("GRAB_BATCH_MAX", 64),
 
 		GrabberAddr:     r.str("GRABBER_ADDR", ":8080"),
 		GrabberAPIToken: r.str("GRABBER_API_TOKEN", ""),

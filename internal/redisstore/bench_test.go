@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,15 @@ import (
 // BenchmarkGrab measures granted grabs of distinct users on one envelope,
 // loading a fresh envelope whenever the current one sells out.
 func BenchmarkGrab(b *testing.B) {
+	benchGrab(b, func(*redisstore.Store) func() { return func() {} })
+}
+
+// benchGrab runs the grab benchmark from 64 goroutines (the way a busy
+// grabber calls it) on a store set up by setup.
+func benchGrab(b *testing.B, setup func(*redisstore.Store) (stop func())) {
 	s, _ := newStore(b)
+	defer setup(s)()
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	ctx := ctxT(b)
 	const perEnvelope = 100_000
 	now := time.Now()
@@ -63,4 +72,13 @@ func BenchmarkGrab(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkGrabCoalesced is BenchmarkGrab with grabs sharing round trips.
+func BenchmarkGrabCoalesced(b *testing.B) {
+	for _, workers := range []int{1, 2, 4, 8} {
+		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
+			benchGrab(b, func(s *redisstore.Store) func() { return s.Coalesce(workers, 64) })
+		})
+	}
 }

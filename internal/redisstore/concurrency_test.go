@@ -10,10 +10,23 @@ import (
 	"redpacket/internal/redisstore"
 )
 
-// TestGrabConcurrent races 2000 users, each grabbing twice, for 500 packets.
+// TestGrabConcurrent races 2000 users, each grabbing twice, for 500 packets,
+// with one script call per grab and with grabs coalesced into shared calls.
 func TestGrabConcurrent(t *testing.T) {
 	t.Parallel()
+	t.Run("one call per grab", func(t *testing.T) {
+		t.Parallel()
+		testGrabConcurrent(t, func(*redisstore.Store) {})
+	})
+	t.Run("coalesced", func(t *testing.T) {
+		t.Parallel()
+		testGrabConcurrent(t, func(s *redisstore.Store) { t.Cleanup(s.Coalesce(2, 16)) })
+	})
+}
+
+func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 	s, rdb := newStore(t)
+	setup(s)
 	ctx := ctxT(t)
 	k := s.Keys()
 	const (

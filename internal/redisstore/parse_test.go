@@ -89,12 +89,13 @@ func TestParseGrabReply(t *testing.T) {
 	if err != nil || !c.Repeat || c.PacketID != 5 {
 		t.Errorf("repeat = %+v, %v", c, err)
 	}
-	for code, want := range map[int64]error{grabNotLoaded: ErrNotLoaded, grabClosed: ErrClosed, grabSoldOut: ErrSoldOut} {
-		if _, err := parseGrabReply([]any{code}); err != want {
+	for code, want := range map[int64]error{grabNotLoaded: ErrNotLoaded, grabClosed: ErrClosed, grabSoldOut: ErrSoldOut,
+		grabSuspended: ErrSuspended} {
+		if _, err := parseGrabReply([]any{code, ""}); err != want {
 			t.Errorf("code %d: %v, want %v", code, err, want)
 		}
 	}
-	if _, err := parseGrabReply([]any{int64(99)}); err == nil {
+	if _, err := parseGrabReply([]any{int64(99), ""}); err == nil {
 		t.Errorf("unknown code: no error")
 	}
 	if _, err := parseGrabReply([]any{int64(grabGranted), "bad"}); err == nil {

@@ -26,8 +26,9 @@ var (
 
 // Store runs the scripts against one Redis or a Redis Cluster.
 type Store struct {
-	rdb  redis.UniversalClient
-	keys Keys
+	rdb       redis.UniversalClient
+	keys      Keys
+	coalescer *coalescer // set by Coalesce
 }
 
 // New returns a Store; prefix goes inside every hash tag, shards is how many
@@ -101,18 +102,41 @@ type Claim struct {
 // orderNo with it, or returns the user's earlier claim (with its own order
 // number) with Repeat set.
 func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time, orderNo string) (Claim, error) {
-	keys := []string{
-		s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID),
-		s.keys.Consumed(s.keys.Shard(envelopeID)),
+	g := s.newGrab(envelopeID, userID, now, orderNo)
+	var reply []any
+	var err error
+	if s.coalescer != nil {
+		reply, err = s.coalescer.grab(ctx, g)
+	} else {
+		keys := append([]string{s.keys.Consumed(g.shard)}, g.keys[:]...)
+		reply, err = grabScript.Run(ctx, s.rdb, keys, g.args[:]...).Slice()
 	}
-	reply, err := grabScript.Run(ctx, s.rdb, keys, userID, now.UnixMilli(), envelopeID, orderNo).Slice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
 	}
 	return parseGrabReply(reply)
 }
 
+// grabCall is one grab's part of a grab script call.
+type grabCall struct {
+	shard int
+	keys  [3]string // meta, pool, claims
+	args  [4]any    // user, now, envelope, order number
+}
+
+func (s *Store) newGrab(envelopeID int64, userID string, now time.Time, orderNo string) grabCall {
+	return grabCall{
+		shard: s.keys.Shard(envelopeID),
+		keys:  [3]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID)},
+		args:  [4]any{userID, now.UnixMilli(), envelopeID, orderNo},
+	}
+}
+
+// parseGrabReply reads one grab's {code, claim}.
 func parseGrabReply(reply []any) (Claim, error) {
+	if len(reply) != 2 {
+		return Claim{}, fmt.Errorf("grab: unexpected reply %v", reply)
+	}
 	code, _ := reply[0].(int64)
 	switch code {
 	case grabGranted, grabRepeat:

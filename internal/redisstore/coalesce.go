@@ -1,0 +1,192 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// coalescer sends the grabs that arrive while a round trip is under way
+// together: one grab script call per shard for all of that shard's grabs,
+// all calls in one pipeline. The script decides each grab exactly as a call
+// of its own would, one after another, so every answer is the same as with
+// one call per grab; only round trips, system calls and script starts are
+// shared.
+type coalescer struct {
+	store *Store
+	in    chan *pendingGrab
+	max   int
+	quit  chan struct{}
+	wg    sync.WaitGroup
+}
+
+type pendingGrab struct {
+	call  grabCall
+	reply chan grabReply // buffered: a worker never waits for a caller
+}
+
+type grabReply struct {
+	vals []any
+	err  error
+}
+
+// coalesceTimeout bounds one pipeline; a caller's own context may end sooner.
+const coalesceTimeout = 10 * time.Second
+
+// Coalesce makes Grab share round trips: up to workers pipelines run at once,
+// each carrying up to maxBatch grabs. It returns a function that stops the
+// workers once the grabs in hand are answered; call it before closing the
+// client.
+func (s *Store) Coalesce(workers, maxBatch int) (stop func()) {
+	c := &coalescer{store: s, in: make(chan *pendingGrab, workers*maxBatch), max: maxBatch,
+		quit: make(chan struct{})}
+	for range workers {
+		c.wg.Add(1)
+		go c.work()
+	}
+	s.coalescer = c
+	return func() {
+		close(c.quit)
+		c.wg.Wait()
+	}
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pendingGrab{reply: make(chan grabReply, 1)} }}
+
+// grab queues one grab and waits for its answer or the end of ctx.
+func (c *coalescer) grab(ctx context.Context, g grabCall) ([]any, error) {
+	p := pendingPool.Get().(*pendingGrab)
+	p.call = g
+	select {
+	case c.in <- p:
+	case <-ctx.Done():
+		pendingPool.Put(p)
+		return nil, ctx.Err()
+	case <-c.quit:
+		pendingPool.Put(p)
+		return nil, redis.ErrClosed
+	}
+	select {
+	case r := <-p.reply:
+		pendingPool.Put(p)
+		return r.vals, r.err
+	case <-ctx.Done():
+		// The worker still answers into the buffered channel; p is left to
+		// the garbage collector rather than reused while it may be written.
+		return nil, ctx.Err()
+	}
+}
+
+func (c *coalescer) work() {
+	defer c.wg.Done()
+	batch := make([]*pendingGrab, 0, c.max)
+	for {
+		select {
+		case p := <-c.in:
+			batch = append(batch[:0], p)
+		case <-c.quit:
+			c.drain(batch)
+			return
+		}
+	fill:
+		for len(batch) < c.max {
+			select {
+			case p := <-c.in:
+				batch = append(batch, p)
+			default:
+				break fill
+			}
+		}
+		c.send(batch)
+	}
+}
+
+// drain answers whatever is still queued at stop.
+func (c *coalescer) drain(batch []*pendingGrab) {
+	for {
+		select {
+		case p := <-c.in:
+			c.send(append(batch[:0], p))
+		default:
+			return
+		}
+	}
+}
+
+// shardCall is one script call: the grabs of one shard, in arrival order.
+type shardCall struct {
+	grabs []*pendingGrab
+	cmd   *redis.Cmd
+}
+
+// send runs a batch as one pipeline of one call per shard. A script Redis
+// does not know yet (a restarted Redis) fails with NOSCRIPT without running;
+// such a batch is sent again once the script is loaded.
+func (c *coalescer) send(batch []*pendingGrab) {
+	ctx, cancel := context.WithTimeout(context.Background(), coalesceTimeout)
+	defer cancel()
+	calls := groupByShard(batch)
+	c.pipeline(ctx, calls)
+	if noScript(calls) {
+		if err := grabScript.Load(ctx, c.store.rdb).Err(); err == nil {
+			c.pipeline(ctx, calls)
+		}
+	}
+	for _, sc := range calls {
+		vals, err := sc.cmd.Slice()
+		if err == nil && len(vals) != 2*len(sc.grabs) {
+			err = fmt.Errorf("grab: %d replies for %d grabs", len(vals)/2, len(sc.grabs))
+		}
+		for i, p := range sc.grabs {
+			if err != nil {
+				p.reply <- grabReply{err: err}
+				continue
+			}
+			p.reply <- grabReply{vals: vals[2*i : 2*i+2]}
+		}
+	}
+}
+
+func groupByShard(batch []*pendingGrab) []*shardCall {
+	var calls []*shardCall
+	byShard := make(map[int]*shardCall, 4)
+	for _, p := range batch {
+		sc := byShard[p.call.shard]
+		if sc == nil {
+			sc = &shardCall{}
+			byShard[p.call.shard] = sc
+			calls = append(calls, sc)
+		}
+		sc.grabs = append(sc.grabs, p)
+	}
+	return calls
+}
+
+func (c *coalescer) pipeline(ctx context.Context, calls []*shardCall) {
+	pipe := c.store.rdb.Pipeline()
+	keys := c.store.keys
+	for _, sc := range calls {
+		ks := make([]string, 1, 1+3*len(sc.grabs))
+		ks[0] = keys.Consumed(sc.grabs[0].call.shard)
+		args := make([]any, 0, 4*len(sc.grabs))
+		for _, p := range sc.grabs {
+			ks = append(ks, p.call.keys[:]...)
+			args = append(args, p.call.args[:]...)
+		}
+		sc.cmd = grabScript.EvalSha(ctx, pipe, ks, args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+}
+
+func noScript(calls []*shardCall) bool {
+	for _, sc := range calls {
+		if err := sc.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
