@@ -4,8 +4,9 @@
 #
 #   (a)  bench/original.lua, the source design's grab script, under
 #        redis-benchmark: once without pipelining, once with -P 16;
-#   (a') the shipped internal/redisstore/grab.lua the same way, without
-#        pipelining (skipped if its KEYS/ARGV layout is not the one known here);
+#   (a') the shipped internal/redisstore/grab.lua the same way, one grab a
+#        call, without pipelining (skipped if its KEYS/ARGV layout is not one
+#        known here);
 #   (b)  loadgen against `loadgen noop-server` (the grabber's HTTP stack, no
 #        work), -noop;
 #   (c)  loadgen against grabber + flusher + Redis + PostgreSQL, checked, with
@@ -144,23 +145,30 @@ bench_original() {
 	rcli DEL "$pool" "$consumed" "$users" >/dev/null
 }
 
-# bench_shipped runs grab.lua with its KEYS/ARGV as documented in the file:
-# meta, pool, claims, consumed; user, now (ms), envelope id, order number. A
-# probe call must grant a packet first; if the layout has changed, it prints
-# nothing and the row is reported as skipped.
+# bench_shipped runs grab.lua, one grab a call, with its KEYS/ARGV as
+# documented in the file. Two layouts are known: the batched script (consumed
+# list, then meta, pool, claims of each grab) and the earlier one-grab script
+# (meta, pool, claims, consumed); ARGV is user, now (ms), envelope id, order
+# number either way. A probe call must grant a packet first; if neither
+# layout does, it prints nothing and the row is reported as skipped.
 bench_shipped() {
-	local tag="{$PREFIX:rb}" sha reply now far
+	local tag="{$PREFIX:rb}" sha reply now far layout
 	local meta=$tag:meta pool=$tag:pool claims=$tag:claims consumed=$tag:consumed
 	rcli DEL "$meta" "$pool" "$claims" "$consumed" >/dev/null
 	now=$(($(date +%s) * 1000))
 	far=$((now + 3600 * 1000))
-	rcli HSET "$meta" status open expires "$far" count "$((RB_REQUESTS + 1))" total "$((RB_REQUESTS * 200))" >/dev/null
-	fill_pool "$pool" "$((RB_REQUESTS + 1))" plain
+	rcli HSET "$meta" status open expires "$far" count "$((RB_REQUESTS + 2))" total "$((RB_REQUESTS * 200))" >/dev/null
+	fill_pool "$pool" "$((RB_REQUESTS + 2))" plain
 	sha=$(rcli SCRIPT LOAD "$(cat internal/redisstore/grab.lua)")
-	reply=$(rcli EVALSHA "$sha" 4 "$meta" "$pool" "$claims" "$consumed" probe "$now" 1 202611210000000001 | head -1)
-	if [[ $reply == 0 ]]; then
-		redis_bench 1 EVALSHA "$sha" 4 "$meta" "$pool" "$claims" "$consumed" u:__rand_int__ "$now" 1 202611210000000002
-	fi
+	for layout in "$consumed $meta $pool $claims" "$meta $pool $claims $consumed"; do
+		# shellcheck disable=SC2086 # the layout is four key names
+		reply=$(rcli EVALSHA "$sha" 4 $layout probe-$RANDOM "$now" 1 202611210000000001 2>/dev/null | head -1)
+		if [[ $reply == 0 ]]; then
+			# shellcheck disable=SC2086
+			redis_bench 1 EVALSHA "$sha" 4 $layout u:__rand_int__ "$now" 1 202611210000000002
+			break
+		fi
+	done
 	rcli DEL "$meta" "$pool" "$claims" "$consumed" >/dev/null
 }
 
