@@ -62,9 +62,10 @@ WITH input AS (
       AND p.claimed_by IS NULL AND p.refunded_at IS NULL
       AND NOT EXISTS (SELECT 1 FROM packets q
                       WHERE q.envelope_id = i.envelope_id AND q.claimed_by = i.user_id)
-    RETURNING p.envelope_id, p.amount_cents
+    RETURNING p.envelope_id, p.amount_cents, p.order_no IS NULL AS no_order
 ), totals AS (
-    SELECT envelope_id, sum(amount_cents)::bigint AS cents, count(*) AS n
+    SELECT envelope_id, sum(amount_cents)::bigint AS cents, count(*) AS n,
+           count(*) FILTER (WHERE no_order) AS no_order
     FROM applied GROUP BY envelope_id
 )
 UPDATE envelopes e
@@ -73,7 +74,7 @@ SET claimed_cents = e.claimed_cents + t.cents,
                   THEN 'sold_out' ELSE e.status END
 FROM totals t
 WHERE e.id = t.envelope_id
-RETURNING e.id, t.n, e.status = 'sold_out' AND e.claimed_cents = e.total_cents`
+RETURNING e.id, t.n, t.no_order, e.status = 'sold_out' AND e.claimed_cents = e.total_cents`
 
 // recordConflicts stores, once, every claim of the batch that PostgreSQL does
 // not now show as held by that user under that order number. Run after
@@ -114,15 +115,31 @@ func (s *Store) applyClaims(ctx context.Context, groups [][]Claim) (ApplyResult,
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = ApplyResult{}
+		clean := make([]bool, len(groups))
 		batch := &pgx.Batch{}
-		for _, g := range groups {
-			args := columns(g)
-			batch.Queue(applyClaims, args...).Query(func(rows pgx.Rows) error {
-				return collectApplied(rows, &res)
+		for i, g := range groups {
+			batch.Queue(applyClaims, columns(g)...).Query(func(rows pgx.Rows) error {
+				applied, noOrder, err := collectApplied(rows, &res)
+				clean[i] = applied == len(g) && noOrder == 0
+				return err
 			})
-			batch.Queue(recordConflicts, args...).Query(func(rows pgx.Rows) error {
-				return collectConflicts(rows, &res)
-			})
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		// A group applied in full, every claim with its order number, holds
+		// no conflict: only the others (replays after a crash, and claims
+		// PostgreSQL contradicts) need the second statement.
+		batch = &pgx.Batch{}
+		for i, g := range groups {
+			if !clean[i] {
+				batch.Queue(recordConflicts, columns(g)...).Query(func(rows pgx.Rows) error {
+					return collectConflicts(rows, &res)
+				})
+			}
+		}
+		if batch.Len() == 0 {
+			return nil
 		}
 		return tx.SendBatch(ctx, batch).Close()
 	})
@@ -132,17 +149,21 @@ func (s *Store) applyClaims(ctx context.Context, groups [][]Claim) (ApplyResult,
 	return res, nil
 }
 
-func collectApplied(rows pgx.Rows, res *ApplyResult) error {
-	var id, n int64
+// collectApplied adds a statement's applied claims to res and returns how
+// many it applied and how many of those went without their order number.
+func collectApplied(rows pgx.Rows, res *ApplyResult) (applied, noOrder int, err error) {
+	var id, n, lost int64
 	var soldOut bool
-	_, err := pgx.ForEachRow(rows, []any{&id, &n, &soldOut}, func() error {
-		res.Applied += int(n)
+	_, err = pgx.ForEachRow(rows, []any{&id, &n, &lost, &soldOut}, func() error {
+		applied += int(n)
+		noOrder += int(lost)
 		if soldOut {
 			res.SoldOut = append(res.SoldOut, id)
 		}
 		return nil
 	})
-	return err
+	res.Applied += applied
+	return applied, noOrder, err
 }
 
 func collectConflicts(rows pgx.Rows, res *ApplyResult) error {

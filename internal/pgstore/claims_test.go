@@ -388,3 +388,40 @@ func TestApplyClaimsSeveralEnvelopes(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyClaimsOrderNoInUse is the case where Redis lost its order-number
+// counter: a new claim carries a number another packet has. The claim
+// counts, without the number, and the reuse is recorded once.
+func TestApplyClaimsOrderNoInUse(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	first := claim(1, 100, "alice")
+	first.OrderNo = "20261121000001"
+	if res := apply(t, s, first); res.Applied != 1 || len(res.Conflicts) != 0 {
+		t.Fatalf("first claim = %+v", res)
+	}
+	reused := claim(1, 101, "bob")
+	reused.OrderNo = first.OrderNo
+	for try := range 2 {
+		res := apply(t, s, reused)
+		wantApplied, wantConflicts := 1, []pgstore.Conflict{conflict(reused, pgstore.ConflictOrderNo)}
+		if try > 0 {
+			wantApplied, wantConflicts = 0, nil
+		}
+		if res.Applied != wantApplied || !sameConflicts(res.Conflicts, wantConflicts) {
+			t.Fatalf("try %d: claim with a reused order number = %+v", try, res)
+		}
+	}
+	wantHolder(t, pool, reused)
+	var orderNo *string
+	if err := pool.QueryRow(ctxT(t), `SELECT order_no FROM packets WHERE id = 101`).Scan(&orderNo); err != nil || orderNo != nil {
+		t.Errorf("order_no of the claim = %v, %v; want NULL", orderNo, err)
+	}
+	if rows := conflictRows(t, pool); !slices.Equal(rows, []string{"1/101/bob/order_no_in_use"}) {
+		t.Errorf("claim_conflicts = %v", rows)
+	}
+	if e := envelope(t, s, 1); e.ClaimedCents != 30 {
+		t.Errorf("claimed_cents %d, want 30", e.ClaimedCents)
+	}
+}
