@@ -87,6 +87,10 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.OrderNoWidth > 18 {
 		r.fail("ORDER_NO_WIDTH", strconv.Itoa(c.OrderNoWidth), "must be between 1 and 18")
 	}
+	if c.GrabBatchMax > 1000 {
+		// The grab script unpacks a call's users onto the Lua stack.
+		r.fail("GRAB_BATCH_MAX", strconv.Itoa(c.GrabBatchMax), "must be between 1 and 1000")
+	}
 	if c.ShortIDMin > c.ShortIDMax {
 		r.fail("SHORT_ID_MIN", strconv.FormatInt(c.ShortIDMin, 10), "must not exceed SHORT_ID_MAX")
 	}

@@ -1,0 +1,128 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"redpacket/internal/testenv"
+)
+
+// TestBatchedGrabsMatchOneByOne is the grab script's promise: a call that
+// decides many grabs answers each exactly as one call per grab would, in
+// order, and leaves Redis in the same state. Random sequences mix envelopes
+// of one shard, repeats, a user's second try within the call, clocks on
+// either side of the expiry, sold-out pools, and suspended, closed and
+// missing envelopes.
+func TestBatchedGrabsMatchOneByOne(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	expires := time.UnixMilli(1_800_000_000_000)
+	for round := range 60 {
+		rng := rand.New(rand.NewPCG(uint64(round), 7))
+		one := New(rdb, fmt.Sprintf("%s-one%d", prefix, round), 4)
+		many := New(rdb, fmt.Sprintf("%s-many%d", prefix, round), 4)
+		envs := []int64{5, 9, 13, 17} // all in shard 1
+		seed := rng.Uint64()
+		for _, s := range []*Store{one, many} {
+			setUpEnvelopes(t, s, envs, expires, seed)
+		}
+		calls := randomGrabs(one, envs, expires, rng)
+		var want []any
+		for _, g := range calls {
+			want = append(want, runGrabs(t, one, []grabCall{g})...)
+		}
+		got := runGrabs(t, many, rebuild(many, calls))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: batched replies\n%v\nwant one by one\n%v", round, got, want)
+		}
+		if a, b := dumpState(t, one, envs), dumpState(t, many, envs); !reflect.DeepEqual(a, b) {
+			t.Fatalf("round %d: state after batched grabs\n%v\nwant\n%v", round, b, a)
+		}
+	}
+}
+
+// setUpEnvelopes loads the envelopes with few packets each (so pools run
+// out), then makes the third suspended and the fourth closed; envelope 21
+// of the same shard is never loaded. seed picks the same packets for both
+// stores.
+func setUpEnvelopes(t *testing.T, s *Store, envs []int64, expires time.Time, seed uint64) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i, id := range envs {
+		packets := make([]Packet, 1+rng.IntN(5))
+		var total int64
+		for j := range packets {
+			packets[j] = Packet{ID: id*100 + int64(j), AmountCents: 1 + rng.Int64N(50)}
+			total += packets[j].AmountCents
+		}
+		if _, err := s.LoadEnvelope(ctx, id, expires, total, packets); err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 2:
+			s.rdb.HSet(ctx, s.keys.Meta(id), "status", MetaSuspended)
+		case 3:
+			s.rdb.HSet(ctx, s.keys.Meta(id), "status", MetaClosed)
+		}
+	}
+	// A user who held a packet before this call.
+	if _, err := s.Grab(ctx, envs[0], "u0", expires.Add(-time.Second), "1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []grabCall {
+	ids := append(envs, 21)
+	n := 1 + rng.IntN(40)
+	calls := make([]grabCall, n)
+	for i := range calls {
+		id := ids[rng.IntN(3)] // mostly the open ones
+		if rng.IntN(4) == 0 {
+			id = ids[rng.IntN(len(ids))]
+		}
+		now := expires.Add(time.Duration(rng.IntN(5)-3) * time.Millisecond)
+		calls[i] = s.newGrab(id, fmt.Sprintf("u%d", rng.IntN(6)), now, fmt.Sprint(1000+i))
+	}
+	return calls
+}
+
+// rebuild makes the same calls with another store's key names.
+func rebuild(s *Store, calls []grabCall) []grabCall {
+	out := make([]grabCall, len(calls))
+	for i, g := range calls {
+		out[i] = s.newGrab(g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)), g.args[3].(string))
+	}
+	return out
+}
+
+func runGrabs(t *testing.T, s *Store, calls []grabCall) []any {
+	t.Helper()
+	keys := []string{s.keys.Consumed(calls[0].shard)}
+	var args []any
+	for _, g := range calls {
+		keys = append(keys, g.keys[:]...)
+		args = append(args, g.args[:]...)
+	}
+	reply, err := grabScript.Run(context.Background(), s.rdb, keys, args...).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply
+}
+
+func dumpState(t *testing.T, s *Store, envs []int64) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]any{"consumed": s.rdb.LRange(ctx, s.keys.Consumed(1), 0, -1).Val()}
+	for _, id := range append(envs, 21) {
+		out[fmt.Sprint(id, "meta")] = s.rdb.HGetAll(ctx, s.keys.Meta(id)).Val()
+		out[fmt.Sprint(id, "pool")] = s.rdb.LRange(ctx, s.keys.Pool(id), 0, -1).Val()
+		out[fmt.Sprint(id, "claims")] = s.rdb.HGetAll(ctx, s.keys.Claims(id)).Val()
+	}
+	return out
+}
