@@ -77,3 +77,16 @@ func benchServiceGrab(b *testing.B, s *stack.Stack) {
 		}
 	})
 }
+
+// BenchmarkCreate measures creating one envelope of 100,000 packets: ids,
+// split, the PostgreSQL insert (COPY) and the Redis load.
+func BenchmarkCreate(b *testing.B) {
+	s := stack.New(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Svc.Create(ctx, envelope.CreateRequest{SenderID: "bench", TotalCents: 10_000_000, Count: 100_000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
