@@ -67,13 +67,14 @@ func run() error {
 	// Grabs that arrive together share round trips; stopped (deferred) before
 	// the clients close, after the server has answered everything in hand.
 	defer rs.Coalesce(cfg.GrabWorkers, cfg.GrabBatchMax)()
+	pg := pgstore.New(clients.PG)
 	orderNos := ids.NewOrderNumbers(clients.Redis, rs.Keys(), ids.OrderConfig{
-		Width: cfg.OrderNoWidth, Segment: cfg.OrderNoSegment, Location: cfg.IDLocation,
+		Width: cfg.OrderNoWidth, Segment: cfg.OrderNoSegment, Location: cfg.IDLocation, Floor: pg.MaxOrderSeq,
 	})
 	defer orderNos.Close()
 
 	svc := grab.New(grab.Config{
-		PG:        pgstore.New(clients.PG),
+		PG:        pg,
 		Redis:     rs,
 		EnvIDs:    envIDs,
 		PacketIDs: packetIDs,

@@ -38,6 +38,12 @@ type OrderConfig struct {
 	// PrefetchAt is the fraction of a segment left when the next one is taken
 	// in the background; 0 means 0.25 (see sequence.Options).
 	PrefetchAt float64
+	// Floor returns the highest sequence number of a day (date as yyyyMMdd,
+	// numbers of width digits after it) that PostgreSQL holds. It is read when Redis has lost its counters;
+	// the day's counter then restarts above it, with room for the numbers
+	// answered but not yet written. nil means Redis is the only record
+	// (numbers restart at 1 after a loss).
+	Floor func(ctx context.Context, date string, width int) (int64, error)
 }
 
 // OrderNumbers hands out order numbers "yyyyMMdd" + a zero-padded sequence of
@@ -57,6 +63,7 @@ type OrderNumbers struct {
 	prefetchAt float64
 	loc        *time.Location
 	now        func() time.Time
+	floor      func(ctx context.Context, date string, width int) (int64, error)
 
 	// cur is read without the mutex on every Next; it is nil before the
 	// first Next and after Close.
@@ -94,6 +101,7 @@ func NewOrderNumbers(rdb redis.UniversalClient, keys redisstore.Keys, cfg OrderC
 		limit:      limit,
 		segment:    min(segment, limit-1),
 		prefetchAt: cfg.PrefetchAt,
+		floor:      cfg.Floor,
 		loc:        orDefault(cfg.Location, time.UTC),
 		now:        nowOr(cfg.Now),
 	}
@@ -187,7 +195,8 @@ func (o *OrderNumbers) newDay(now time.Time) *orderDay {
 	}
 	date := t.Format("20060102")
 	copy(d.date[:], date)
-	src := &orderDaySource{rdb: o.rdb, key: o.keys.OrderDay(date), segment: o.segment, limit: o.limit}
+	src := &orderDaySource{rdb: o.rdb, key: o.keys.OrderDay(date), guard: o.keys.OrderGuard(),
+		date: date, floor: o.floor, width: o.width, segment: o.segment, limit: o.limit}
 	d.alloc = sequence.NewFromSource("order "+date, src, sequence.Options{Step: o.segment, PrefetchAt: o.prefetchAt})
 	return d
 }
@@ -228,32 +237,64 @@ func pow10(n int) int64 {
 type orderDaySource struct {
 	rdb     redis.UniversalClient
 	key     string
+	guard   string
+	date    string
+	floor   func(ctx context.Context, date string, width int) (int64, error)
+	width   int
 	segment int64 // taken when the allocator asks for its default size
 	limit   int64 // the first number that does not fit the width
 }
 
 // Reserve takes want numbers with INCRBY and renews the key's expiry in the
-// same transaction, so a counter never outlives its use by more than two days
+// same script, so a counter never outlives its use by more than two days
 // however the connection fails. Numbers at or past limit are never returned:
 // a range crossing it is cut short, and the counter stays past it, so later
-// calls fail rather than repeat.
+// calls fail rather than repeat. After Redis lost its data (no guard) the
+// counter first restarts above what PostgreSQL holds.
 func (s *orderDaySource) Reserve(ctx context.Context, want int64, exact bool) (int64, int64, error) {
 	if want <= 0 {
 		want = s.segment
 	}
-	var incr *redis.IntCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		incr = p.IncrBy(ctx, s.key, want)
-		p.Expire(ctx, s.key, dayKeyTTL)
-		return nil
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("incrby %s: %w", s.key, err)
+	last, err := s.reserve(ctx, want, "")
+	if err == nil && last < 0 {
+		var floor int64
+		if floor, err = s.restartAt(ctx); err == nil {
+			last, err = s.reserve(ctx, want, strconv.FormatInt(floor, 10))
+		}
 	}
-	first := incr.Val() - want + 1
+	if err != nil {
+		return 0, 0, err
+	}
+	first := last - want + 1
 	left := s.limit - first
 	if left <= 0 || exact && left < want {
 		return 0, 0, fmt.Errorf("%w: order sequence at %d, width allows up to %d", ErrExhausted, first, s.limit-1)
 	}
 	return first, min(want, left), nil
 }
+
+func (s *orderDaySource) reserve(ctx context.Context, want int64, floor string) (int64, error) {
+	last, err := orderScript.Run(ctx, s.rdb, []string{s.key, s.guard}, want, int64(dayKeyTTL.Seconds()), floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("reserve order numbers %s: %w", s.key, err)
+	}
+	return last, nil
+}
+
+// restartAt is where a counter Redis lost restarts: above the day's highest
+// number in PostgreSQL by a gap for numbers answered but not yet written
+// (1% of the width's numbers, at most ten million).
+func (s *orderDaySource) restartAt(ctx context.Context) (int64, error) {
+	if s.floor == nil {
+		return 0, nil
+	}
+	held, err := s.floor(ctx, s.date, s.width)
+	if err != nil {
+		return 0, fmt.Errorf("highest order number of %s in postgres: %w", s.date, err)
+	}
+	return held + min(restartGap, s.limit/100), nil
+}
+
+// restartGap bounds the numbers a lost counter is assumed to have handed
+// out beyond what PostgreSQL holds.
+const restartGap = 10_000_000

@@ -372,3 +372,49 @@ func TestOrderClose(t *testing.T) {
 	}
 	o.Close() // idempotent
 }
+
+// TestOrderNumbersAfterRedisLoss: when Redis comes back without its counters,
+// no number answered before is handed out again, neither by a new process
+// nor by one still holding numbers it took before the loss.
+func TestOrderNumbersAfterRedisLoss(t *testing.T) {
+	t.Parallel()
+	keys, rdb, _ := twoClients(t)
+	ctx := testCtx(t)
+	var written atomic.Int64 // the highest number PostgreSQL holds, as Floor reports it
+	floor := func(_ context.Context, date string, width int) (int64, error) {
+		if len(date) != 8 || width != 10 {
+			return 0, fmt.Errorf("floor asked for %q width %d", date, width)
+		}
+		return written.Load(), nil
+	}
+	before := newOrders(t, rdb, keys, OrderConfig{Segment: 10, Floor: floor})
+	seen := map[string]bool{}
+	var highest int64
+	for range 25 {
+		n := mustOrder(t, ctx, before)
+		seen[n] = true
+		_, seq := splitOrder(t, n, 10)
+		highest = max(highest, seq)
+	}
+	written.Store(highest - 5) // the last few are not written yet
+	testenv.DeleteKeys(ctx, rdb, "*"+keys.OrderDay("*")[1:])
+	testenv.DeleteKeys(ctx, rdb, "*"+keys.OrderGuard()[1:])
+
+	after := newOrders(t, rdb, keys, OrderConfig{Segment: 10, Floor: floor})
+	for i := range 40 {
+		o := after
+		if i%2 == 0 {
+			o = before // still serving the rest of its segments
+		}
+		n := mustOrder(t, ctx, o)
+		if seen[n] {
+			t.Fatalf("order number %s handed out twice across the loss", n)
+		}
+		seen[n] = true
+		if o == after {
+			if _, seq := splitOrder(t, n, 10); seq <= highest {
+				t.Fatalf("after the loss a new process got %d, at or below %d answered before", seq, highest)
+			}
+		}
+	}
+}

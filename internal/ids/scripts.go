@@ -11,12 +11,15 @@ import (
 var (
 	//go:embed share.lua
 	shareSource string
+	//go:embed order.lua
+	orderSource string
 	//go:embed shortid_pick.lua
 	pickSource string
 	//go:embed shortid_ready.lua
 	readySource string
 
 	shareScript = redis.NewScript(shareSource)
+	orderScript = redis.NewScript(orderSource)
 	pickScript  = redis.NewScript(pickSource)
 	readyScript = redis.NewScript(readySource)
 )

@@ -425,3 +425,19 @@ func TestApplyClaimsOrderNoInUse(t *testing.T) {
 		t.Errorf("claimed_cents %d, want 30", e.ClaimedCents)
 	}
 }
+
+func TestMaxOrderSeq(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30, 40})
+	for i, no := range []string{"202611210000000007", "202611210000000123", "202611220000000005"} {
+		c := claim(1, 100+int64(i), fmt.Sprint("u", i))
+		c.OrderNo = no
+		apply(t, s, c)
+	}
+	for date, want := range map[string]int64{"20261121": 123, "20261122": 5, "20261123": 0} {
+		if got, err := s.MaxOrderSeq(ctxT(t), date, 10); err != nil || got != want {
+			t.Errorf("MaxOrderSeq(%s) = %d, %v; want %d", date, got, err, want)
+		}
+	}
+}

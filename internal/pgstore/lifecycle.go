@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -249,4 +251,24 @@ func (s *Store) SetEpoch(ctx context.Context, shard int, epoch string) error {
 		return fmt.Errorf("record epoch of shard %d: %w", shard, err)
 	}
 	return nil
+}
+
+// MaxOrderSeq returns the highest sequence part of a day's order numbers
+// (date as yyyyMMdd followed by width digits) that PostgreSQL holds, 0 when
+// none: one step down the order_no index.
+func (s *Store) MaxOrderSeq(ctx context.Context, date string, width int) (int64, error) {
+	var top *string
+	err := s.pool.QueryRow(ctx, `SELECT max(order_no) FROM packets WHERE order_no BETWEEN $1 AND $2`,
+		date+strings.Repeat("0", width), date+strings.Repeat("9", width)).Scan(&top)
+	if err != nil {
+		return 0, fmt.Errorf("highest order number of %s: %w", date, err)
+	}
+	if top == nil {
+		return 0, nil
+	}
+	seq, err := strconv.ParseInt((*top)[len(date):], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("highest order number of %s: %q: %w", date, *top, err)
+	}
+	return seq, nil
 }

@@ -20,6 +20,7 @@ import "strconv"
 // Identifier generators share one more tag, {<prefix>:ids}:
 //
 //	{<prefix>:ids}:order:<yyyyMMdd>          counter: order numbers of a day
+//	{<prefix>:ids}:order:guard               flag: no order counter was lost since it was set
 //	{<prefix>:ids}:share:pool                string: 10000..99999 shuffled, 5 bytes each
 //	{<prefix>:ids}:share:<yyMMdd>            counter: share codes taken on a day
 //	{<prefix>:ids}:shortids                  bitmap: short user ids in use
@@ -72,6 +73,10 @@ func (k Keys) Rejected(shard int) string { return k.tag(shard) + ":rejected" }
 func (k Keys) Epoch(shard int) string { return k.tag(shard) + ":epoch" }
 
 func (k Keys) ids() string { return "{" + k.prefix + ":ids}" }
+
+// OrderGuard is present while Redis holds every order counter it was given;
+// a counter found without it may have lost numbers already answered.
+func (k Keys) OrderGuard() string { return k.ids() + ":order:guard" }
 
 // OrderDay is the counter of a day's order numbers (day as yyyyMMdd).
 func (k Keys) OrderDay(day string) string { return k.ids() + ":order:" + day }

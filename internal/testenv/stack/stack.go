@@ -62,7 +62,7 @@ func build(t testing.TB, redisFor func(testing.TB) (redis.UniversalClient, strin
 	packetIDs := sequence.New(pool, "packet", sequence.Options{})
 	t.Cleanup(envIDs.Close)
 	t.Cleanup(packetIDs.Close)
-	orderNos := ids.NewOrderNumbers(rdb, s.Redis.Keys(), ids.OrderConfig{Now: s.Clock.Now})
+	orderNos := ids.NewOrderNumbers(rdb, s.Redis.Keys(), ids.OrderConfig{Now: s.Clock.Now, Floor: s.PG.MaxOrderSeq})
 	t.Cleanup(orderNos.Close)
 	s.Svc = grab.New(grab.Config{
 		PG: s.PG, Redis: s.Redis, EnvIDs: envIDs, PacketIDs: packetIDs, OrderNos: orderNos,
