@@ -119,6 +119,9 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 			FailAfter:   cfg.LoadingFailAfter,
 			SettleEvery: cfg.SettleEvery,
 			KeyTTL:      cfg.SettledKeyTTL,
+			// Any number of flushers may run: each drains its share of the
+			// shards, and takes over those of one that dies.
+			Leases: flush.NewLeases(cfg.DatabaseURL, clients.Shards, log),
 		}, log)
 
 	ops := &http.Server{Handler: opsHandler(clients, log), ReadHeaderTimeout: 5 * time.Second}

@@ -64,8 +64,13 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := hook(f.afterCommit, shard); err != nil {
 		return 0, err
 	}
-	if err := f.redis.Ack(ctx, shard); err != nil {
+	acked, err := f.redis.Ack(ctx, shard, raw)
+	if err != nil {
 		return 0, err
+	}
+	if !acked {
+		f.log.Warn("in-flight batch was replaced while it was written: another flusher took the shard over",
+			zap.Int("shard", shard))
 	}
 	telemetry.FlushBatchSize.Observe(float64(len(raw)))
 	telemetry.FlushBatchSeconds.Observe(time.Since(start).Seconds())

@@ -31,6 +31,10 @@ type Config struct {
 	FailAfter   time.Duration
 	SettleEvery time.Duration // how often to check epochs and settle due envelopes (default 1s)
 	KeyTTL      time.Duration // lifetime of a settled envelope's Redis keys (default 24h)
+	// Leases share the shards among several flushers; nil drains every
+	// shard (one flusher).
+	Leases     *Leases
+	LeaseEvery time.Duration // how often leases are renewed and rebalanced (default 1s)
 }
 
 func (c Config) withDefaults() Config {
@@ -49,6 +53,7 @@ func (c Config) withDefaults() Config {
 	def(&c.FailAfter, 10*time.Minute)
 	def(&c.SettleEvery, time.Second)
 	def(&c.KeyTTL, 24*time.Hour)
+	def(&c.LeaseEvery, time.Second)
 	return c
 }
 
@@ -62,6 +67,10 @@ type Flusher struct {
 
 	suspended atomic.Int64 // envelopes this flusher suspended
 
+	// shards are the shards this flusher drains, settles and repairs: all
+	// of them, or those its leases hold. Only Run's goroutine changes it.
+	shards []int
+
 	// Test hooks, called between the steps of a batch; an error stops the
 	// batch there as a crash would.
 	afterTake   func(shard int) error
@@ -74,7 +83,31 @@ func New(rs *redisstore.Store, pg *pgstore.Store, cfg Config, log *zap.Logger) *
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now}
+	f := &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now}
+	if f.cfg.Leases == nil {
+		for shard := range rs.Keys().Shards() {
+			f.shards = append(f.shards, shard)
+		}
+	}
+	return f
+}
+
+// Shards returns the shards this flusher works on now.
+func (f *Flusher) Shards() []int { return f.shards }
+
+// renewLeases takes or gives up shards; without leases it does nothing. On
+// an error the flusher holds no shard until the next renewal succeeds.
+func (f *Flusher) renewLeases(ctx context.Context) error {
+	if f.cfg.Leases == nil {
+		return nil
+	}
+	before := len(f.shards)
+	shards, err := f.cfg.Leases.Refresh(ctx)
+	f.shards = shards
+	if len(shards) != before {
+		f.log.Info("shards held", zap.Ints("shards", shards))
+	}
+	return err
 }
 
 // batchTimeout bounds one batch's writes. They run on a context detached from
@@ -89,9 +122,18 @@ func (f *Flusher) Run(ctx context.Context) error {
 		zap.Int("batch_size", f.cfg.BatchSize), zap.Duration("idle_wait", f.cfg.IdleWait),
 		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
 	backoff := backoffStart
-	var nextUpkeep, nextRepair time.Time
+	var nextUpkeep, nextRepair, nextLease time.Time
+	if f.cfg.Leases != nil {
+		defer f.cfg.Leases.Close()
+	}
 	for ctx.Err() == nil {
-		busy, err := f.Pass(ctx)
+		var err error
+		if now := f.now(); !now.Before(nextLease) {
+			err = f.renewLeases(ctx)
+			nextLease = now.Add(f.cfg.LeaseEvery)
+		}
+		busy, passErr := f.Pass(ctx)
+		err = errors.Join(err, passErr)
 		// Upkeep runs on its own clock: a failing shard must not hold up
 		// settlement or repair of the others.
 		if now := f.now(); !now.Before(nextUpkeep) {
@@ -158,7 +200,7 @@ const backoffStart = 50 * time.Millisecond
 // a full batch, so more is probably waiting and the caller should not sleep.
 func (f *Flusher) Pass(ctx context.Context) (busy bool, err error) {
 	var errs []error
-	for shard := range f.redis.Keys().Shards() {
+	for _, shard := range f.shards {
 		if ctx.Err() != nil {
 			break
 		}

@@ -28,8 +28,13 @@ func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var errs []error
+	held := make(map[int]bool, len(f.shards))
+	for _, s := range f.shards {
+		held[s] = true
+	}
 	for shard, token := range inRedis {
-		if token != "" && token == recorded[shard] {
+		if token != "" && token == recorded[shard] || !held[shard] {
+			// Whole, or another flusher's to check.
 			continue
 		}
 		if recorded[shard] != "" {

@@ -24,7 +24,10 @@ const repairBatch = 100
 // is never taken for one whose envelope was simply never loaded.
 func (f *Flusher) RepairLoading(ctx context.Context, epochs []string) error {
 	now := f.now()
-	stuck, err := f.pg.LoadingEnvelopes(ctx, now.Add(-f.cfg.RepairAfter), repairBatch)
+	if len(f.shards) == 0 {
+		return nil
+	}
+	stuck, err := f.pg.LoadingEnvelopesIn(ctx, f.shards, now.Add(-f.cfg.RepairAfter), repairBatch)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,10 @@ const settleBatch = 200
 
 // Settle settles the envelopes that are due: sold out, or past expiry.
 func (f *Flusher) Settle(ctx context.Context) error {
-	due, err := f.pg.DueForSettlement(ctx, f.now(), settleBatch)
+	if len(f.shards) == 0 {
+		return nil
+	}
+	due, err := f.pg.DueForSettlementIn(ctx, f.shards, f.now(), settleBatch)
 	if err != nil {
 		return err
 	}

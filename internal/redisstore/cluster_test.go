@@ -254,8 +254,8 @@ func TestClusterGrabConcurrent(t *testing.T) {
 				}
 				seen[q.PacketID] = true
 			}
-			if err := s.Ack(ctx, shard); err != nil {
-				t.Fatal(err)
+			if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+				t.Fatal(acked, err)
 			}
 		}
 		if len(seen) != packets {

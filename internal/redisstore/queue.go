@@ -47,12 +47,20 @@ func (s *Store) Take(ctx context.Context, shard, max int) ([]string, error) {
 	return raw, nil
 }
 
-// Ack drops the shard's in-flight batch once it is durable in PostgreSQL.
-func (s *Store) Ack(ctx context.Context, shard int) error {
-	if err := s.rdb.Del(ctx, s.keys.Inflight(shard)).Err(); err != nil {
-		return fmt.Errorf("ack shard %d: %w", shard, err)
+// Ack drops the shard's in-flight batch once it is durable in PostgreSQL,
+// if the in-flight list still holds exactly batch (as Take returned it).
+// acked is false when it holds something else: another flusher took the
+// shard over, wrote this batch again and moved on.
+func (s *Store) Ack(ctx context.Context, shard int, batch []string) (acked bool, err error) {
+	if len(batch) == 0 {
+		return true, nil
 	}
-	return nil
+	n, err := ackScript.Run(ctx, s.rdb, []string{s.keys.Inflight(shard)},
+		len(batch), batch[0], batch[len(batch)-1]).Int()
+	if err != nil {
+		return false, fmt.Errorf("ack shard %d: %w", shard, err)
+	}
+	return n == 1, nil
 }
 
 // Pending returns how many claims wait in each shard's queue and in flight.

@@ -86,8 +86,12 @@ func TestTakeAck(t *testing.T) {
 		t.Errorf("consumed holds %d after repeated takes, want 6", n)
 	}
 
-	if err := s.Ack(ctx, shard); err != nil {
-		t.Fatal(err)
+	// An ack of another batch leaves the in-flight one alone.
+	if acked, err := s.Ack(ctx, shard, batch[1:]); err != nil || acked {
+		t.Fatalf("Ack of a different batch = %v, %v; want it refused", acked, err)
+	}
+	if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+		t.Fatalf("Ack = %v, %v", acked, err)
 	}
 	if exists(t, rdb, k.Inflight(shard)) {
 		t.Errorf("inflight still exists after Ack")
@@ -99,14 +103,14 @@ func TestTakeAck(t *testing.T) {
 		t.Fatalf("second batch = %v, %v; want users %v", batch, err, users[4:8])
 	}
 	wantPending(6)
-	if err := s.Ack(ctx, shard); err != nil {
+	if _, err := s.Ack(ctx, shard, batch); err != nil {
 		t.Fatal(err)
 	}
 	batch, err = s.Take(ctx, shard, 100)
 	if err != nil || !slices.Equal(queuedUsers(t, batch), users[8:]) {
 		t.Fatalf("third batch = %v, %v; want users %v", batch, err, users[8:])
 	}
-	if err := s.Ack(ctx, shard); err != nil {
+	if _, err := s.Ack(ctx, shard, batch); err != nil {
 		t.Fatal(err)
 	}
 	wantPending(0)
@@ -115,7 +119,7 @@ func TestTakeAck(t *testing.T) {
 		t.Errorf("Take of a drained shard = %#v, %v; want an empty slice", batch, err)
 	}
 	// Ack with nothing in flight is harmless.
-	if err := s.Ack(ctx, shard); err != nil {
+	if _, err := s.Ack(ctx, shard, batch); err != nil {
 		t.Errorf("Ack of nothing: %v", err)
 	}
 }
@@ -204,8 +208,8 @@ func TestTakeLargeBatch(t *testing.T) {
 	if err != nil || !slices.Equal(again, batch) {
 		t.Errorf("re-take of a large in-flight batch differs (%d claims, %v)", len(again), err)
 	}
-	if err := s.Ack(ctx, shard); err != nil {
-		t.Fatal(err)
+	if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+		t.Fatal(acked, err)
 	}
 	rest, err := s.Take(ctx, shard, max)
 	if err != nil || !slices.Equal(rest, all[max:]) {

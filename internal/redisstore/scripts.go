@@ -14,6 +14,8 @@ var (
 	loadSource string
 	//go:embed take.lua
 	takeSource string
+	//go:embed ack.lua
+	ackSource string
 	//go:embed close.lua
 	closeSource string
 	//go:embed fail.lua
@@ -24,6 +26,7 @@ var (
 	grabScript   = redis.NewScript(grabSource)
 	loadScript   = redis.NewScript(loadSource)
 	takeScript   = redis.NewScript(takeSource)
+	ackScript    = redis.NewScript(ackSource)
 	closeScript  = redis.NewScript(closeSource)
 	failScript   = redis.NewScript(failSource)
 	reloadScript = redis.NewScript(reloadSource)

@@ -1,0 +1,155 @@
+package flush
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// Leases decide which shards this flusher drains when several run: each
+// shard is drained by at most one flusher at a time, through a PostgreSQL
+// session advisory lock per shard held on a connection of its own. A flusher
+// that dies loses its connection and with it its locks, so the others take
+// its shards over on their next round (every LeaseEvery, a second by
+// default). Every flusher also holds a shared "member" lock, so each can
+// count the flushers alive and hold no more than its share of the shards:
+// a flusher that joins gets shards as the others give some up.
+//
+// A flusher that loses its connection without dying stops draining the
+// shards at once; should it still be writing a batch when another takes the
+// shard over, the batch is written twice, which changes nothing, and only
+// the flusher whose batch is still in flight acknowledges it.
+type Leases struct {
+	url    string
+	shards int
+	log    *zap.Logger
+
+	conn  *pgx.Conn
+	owned map[int]bool
+}
+
+// Advisory lock keys: (leaseClass, shard) for a shard, (memberClass, 0) for
+// membership. Picked to stay clear of other users of advisory locks.
+const (
+	leaseClass  = 0x72706c73 // "rpls"
+	memberClass = 0x72706d62 // "rpmb"
+)
+
+// NewLeases returns leases over shards, taken on a connection to url.
+func NewLeases(url string, shards int, log *zap.Logger) *Leases {
+	return &Leases{url: url, shards: shards, log: log, owned: map[int]bool{}}
+}
+
+// Owned returns the shards held now, in order.
+func (l *Leases) Owned() []int {
+	out := make([]int, 0, len(l.owned))
+	for s := range l.owned {
+		out = append(out, s)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Refresh reconnects if need be, then takes or gives up shards so this
+// flusher holds its share. It returns the shards held afterwards; on an
+// error it holds none.
+func (l *Leases) Refresh(ctx context.Context) ([]int, error) {
+	if err := l.connect(ctx); err != nil {
+		return nil, err
+	}
+	members, err := l.members(ctx)
+	if err != nil {
+		return nil, l.lost(err)
+	}
+	share := (l.shards + members - 1) / members
+	for _, s := range l.Owned() {
+		if len(l.owned) <= share {
+			break
+		}
+		if err := l.release(ctx, s); err != nil {
+			return nil, l.lost(err)
+		}
+	}
+	start := rand.IntN(l.shards) // spread the first tries of flushers starting together
+	for i := range l.shards {
+		if len(l.owned) >= share {
+			break
+		}
+		s := (start + i) % l.shards
+		if l.owned[s] {
+			continue
+		}
+		var got bool
+		if err := l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, leaseClass, s).Scan(&got); err != nil {
+			return nil, l.lost(err)
+		}
+		if got {
+			l.owned[s] = true
+			l.log.Info("took the lease of a shard", zap.Int("shard", s))
+		}
+	}
+	return l.Owned(), nil
+}
+
+func (l *Leases) connect(ctx context.Context) error {
+	if l.conn != nil && !l.conn.IsClosed() {
+		return nil
+	}
+	l.owned = map[int]bool{}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, l.url)
+	if err != nil {
+		return fmt.Errorf("connect for shard leases: %w", err)
+	}
+	if _, err := conn.Exec(cctx, `SELECT pg_advisory_lock_shared($1, 0)`, memberClass); err != nil {
+		_ = conn.Close(ctx)
+		return fmt.Errorf("join the flushers: %w", err)
+	}
+	l.conn = conn
+	return nil
+}
+
+// members counts the flushers holding the member lock, this one included.
+func (l *Leases) members(ctx context.Context) (int, error) {
+	var n int
+	err := l.conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND classid = $1 AND objid = 0 AND objsubid = 2 AND granted
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+		uint32(memberClass)).Scan(&n)
+	return max(n, 1), err
+}
+
+func (l *Leases) release(ctx context.Context, shard int) error {
+	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, leaseClass, shard); err != nil {
+		return err
+	}
+	delete(l.owned, shard)
+	l.log.Info("gave up the lease of a shard to another flusher", zap.Int("shard", shard))
+	return nil
+}
+
+// lost drops the connection, and with it every lock, after an error: what
+// this flusher held can no longer be known.
+func (l *Leases) lost(err error) error {
+	if l.conn != nil {
+		_ = l.conn.Close(context.Background())
+		l.conn = nil
+	}
+	l.owned = map[int]bool{}
+	return fmt.Errorf("shard leases: %w", err)
+}
+
+// Close gives every lease up.
+func (l *Leases) Close() {
+	if l.conn != nil {
+		_ = l.conn.Close(context.Background())
+		l.conn = nil
+	}
+	l.owned = map[int]bool{}
+}

@@ -1,0 +1,18 @@
+-- Drop a shard's in-flight batch once it is durable, but only if the list
+-- still holds exactly that batch: a flusher that lost its lease on the shard
+-- (its batch re-applied, acknowledged and replaced by the next owner) must
+-- not delete the next owner's batch.
+--
+-- KEYS[1] inflight list of the shard
+-- ARGV[1] the batch's length
+-- ARGV[2] its first entry
+-- ARGV[3] its last entry
+--
+-- Reply: 1 dropped, 0 the list holds something else (left alone)
+if redis.call('LLEN', KEYS[1]) == tonumber(ARGV[1])
+    and redis.call('LINDEX', KEYS[1], 0) == ARGV[2]
+    and redis.call('LINDEX', KEYS[1], -1) == ARGV[3] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
