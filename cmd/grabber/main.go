@@ -66,6 +66,7 @@ func run() error {
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
 	// Grabs that arrive together share round trips; stopped (deferred) before
 	// the clients close, after the server has answered everything in hand.
+	rs.WaitForReplicas(cfg.GrabWaitReplicas, cfg.GrabWaitTimeout)
 	defer rs.Coalesce(cfg.GrabWorkers, cfg.GrabBatchMax)()
 	pg := pgstore.New(clients.PG)
 	orderNos := ids.NewOrderNumbers(clients.Redis, rs.Keys(), ids.OrderConfig{

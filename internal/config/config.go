@@ -22,6 +22,8 @@ type Config struct {
 	RedisPoolSize     int
 	GrabWorkers       int // pipelines of coalesced grabs in flight at once
 	GrabBatchMax      int // most grabs sent in one pipeline
+	GrabWaitReplicas  int // replicas that must hold a grab before it is answered (0: no wait)
+	GrabWaitTimeout   time.Duration
 
 	GrabberAddr     string
 	GrabberAPIToken string
@@ -56,6 +58,8 @@ func Load(getenv func(string) string) (Config, error) {
 		RedisPoolSize:     r.int("REDIS_POOL_SIZE", 64),
 		GrabWorkers:       r.int("GRAB_WORKERS", 4),
 		GrabBatchMax:      r.int("GRAB_BATCH_MAX", 64),
+		GrabWaitReplicas:  r.count("GRAB_WAIT_REPLICAS", 0),
+		GrabWaitTimeout:   r.duration("GRAB_WAIT_TIMEOUT", 100*time.Millisecond),
 
 		GrabberAddr:     r.str("GRABBER_ADDR", ":8080"),
 		GrabberAPIToken: r.str("GRABBER_API_TOKEN", ""),
@@ -131,6 +135,20 @@ func (r *reader) int(name string, def int) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		r.fail(name, v, "must be a positive integer")
+		return def
+	}
+	return n
+}
+
+// count reads a whole number that may be 0.
+func (r *reader) count(name string, def int) int {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		r.fail(name, v, "must be 0 or a positive integer")
 		return def
 	}
 	return n

@@ -121,6 +121,7 @@ func (c *coalescer) drain(batch []*pendingGrab) {
 type shardCall struct {
 	grabs []*pendingGrab
 	cmd   *redis.Cmd
+	err   error // set when the call ran but its replicas did not confirm it
 }
 
 // send runs a batch as one pipeline of one call per shard. A script Redis
@@ -130,14 +131,17 @@ func (c *coalescer) send(batch []*pendingGrab) {
 	ctx, cancel := context.WithTimeout(context.Background(), coalesceTimeout)
 	defer cancel()
 	calls := groupByShard(batch)
-	c.pipeline(ctx, calls)
+	c.run(ctx, calls)
 	if noScript(calls) {
-		if err := grabScript.Load(ctx, c.store.rdb).Err(); err == nil {
-			c.pipeline(ctx, calls)
+		if err := c.loadScript(ctx); err == nil {
+			c.run(ctx, calls)
 		}
 	}
 	for _, sc := range calls {
 		vals, err := sc.cmd.Slice()
+		if err == nil {
+			err = sc.err
+		}
 		if err == nil && len(vals) != 2*len(sc.grabs) {
 			err = fmt.Errorf("grab: %d replies for %d grabs", len(vals)/2, len(sc.grabs))
 		}
@@ -166,8 +170,70 @@ func groupByShard(batch []*pendingGrab) []*shardCall {
 	return calls
 }
 
-func (c *coalescer) pipeline(ctx context.Context, calls []*shardCall) {
-	pipe := c.store.rdb.Pipeline()
+// run sends the calls: one pipeline, or with WaitForReplicas one pipeline
+// per master ending in WAIT, since WAIT counts the replicas that hold the
+// writes of its own connection.
+func (c *coalescer) run(ctx context.Context, calls []*shardCall) {
+	n, timeout := c.store.waitReplicas, c.store.waitTimeout
+	if n <= 0 {
+		c.pipeline(ctx, c.store.rdb, calls, nil)
+		return
+	}
+	byNode, err := c.nodes(ctx, calls)
+	if err != nil {
+		for _, sc := range calls {
+			sc.cmd = redis.NewCmd(ctx)
+			sc.cmd.SetErr(err)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for node, group := range byNode {
+		wg.Go(func() {
+			wait := redis.NewIntCmd(ctx, "WAIT", n, timeout.Milliseconds())
+			c.pipeline(ctx, node, group, wait)
+			if got, err := wait.Result(); err != nil || got < int64(n) {
+				for _, sc := range group {
+					sc.err = fmt.Errorf("%w: %d of %d replicas confirmed (%v)", ErrNotReplicated, got, n, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// nodes groups the calls by the master that holds their shard.
+func (c *coalescer) nodes(ctx context.Context, calls []*shardCall) (map[redis.Cmdable][]*shardCall, error) {
+	out := map[redis.Cmdable][]*shardCall{}
+	cluster, ok := c.store.rdb.(*redis.ClusterClient)
+	if !ok {
+		out[c.store.rdb] = calls
+		return out, nil
+	}
+	for _, sc := range calls {
+		node, err := cluster.MasterForKey(ctx, c.store.keys.Consumed(sc.grabs[0].call.shard))
+		if err != nil {
+			return nil, fmt.Errorf("grab: master of shard %d: %w", sc.grabs[0].call.shard, err)
+		}
+		out[node] = append(out[node], sc)
+	}
+	return out, nil
+}
+
+// loadScript loads the grab script where the calls run: every master of a
+// cluster, or the one Redis.
+func (c *coalescer) loadScript(ctx context.Context) error {
+	if cluster, ok := c.store.rdb.(*redis.ClusterClient); ok {
+		return cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return grabScript.Load(ctx, m).Err()
+		})
+	}
+	return grabScript.Load(ctx, c.store.rdb).Err()
+}
+
+// pipeline sends the calls, then wait if not nil, in one pipeline of node.
+func (c *coalescer) pipeline(ctx context.Context, node redis.Cmdable, calls []*shardCall, wait *redis.IntCmd) {
+	pipe := node.Pipeline()
 	keys := c.store.keys
 	for _, sc := range calls {
 		ks := make([]string, 1, 1+3*len(sc.grabs))
@@ -178,6 +244,10 @@ func (c *coalescer) pipeline(ctx context.Context, calls []*shardCall) {
 			args = append(args, p.call.args[:]...)
 		}
 		sc.cmd = grabScript.EvalSha(ctx, pipe, ks, args...)
+		sc.err = nil
+	}
+	if wait != nil {
+		_ = pipe.Process(ctx, wait)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 }

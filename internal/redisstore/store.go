@@ -16,12 +16,13 @@ import (
 
 // Errors a grab can end with; the caller maps them to API answers.
 var (
-	ErrNotLoaded    = errors.New("envelope not loaded in redis")
-	ErrClosed       = errors.New("envelope closed or expired")
-	ErrSoldOut      = errors.New("envelope sold out")
-	ErrSuspended    = errors.New("envelope suspended: redis lost part of its state")
-	ErrInconsistent = errors.New("envelope state in redis is partial")
-	ErrEpochChanged = errors.New("redis shard lost its data since its epoch was checked")
+	ErrNotLoaded     = errors.New("envelope not loaded in redis")
+	ErrClosed        = errors.New("envelope closed or expired")
+	ErrSoldOut       = errors.New("envelope sold out")
+	ErrSuspended     = errors.New("envelope suspended: redis lost part of its state")
+	ErrInconsistent  = errors.New("envelope state in redis is partial")
+	ErrEpochChanged  = errors.New("redis shard lost its data since its epoch was checked")
+	ErrNotReplicated = errors.New("grab not confirmed by enough redis replicas")
 )
 
 // Store runs the scripts against one Redis or a Redis Cluster.
@@ -29,6 +30,20 @@ type Store struct {
 	rdb       redis.UniversalClient
 	keys      Keys
 	coalescer *coalescer // set by Coalesce
+
+	// Set by WaitForReplicas before Coalesce.
+	waitReplicas int
+	waitTimeout  time.Duration
+}
+
+// WaitForReplicas makes coalesced grabs wait, before they are answered, until
+// n replicas of their master hold them (Redis WAIT, up to timeout); a grab
+// not confirmed in time fails with ErrNotReplicated. It is done but may be
+// lost if the master fails now, so its user is told to try again: the retry
+// answers the same packet if the grab survived, and grabs anew if not. Call
+// it before Coalesce; 0 replicas turns it off.
+func (s *Store) WaitForReplicas(n int, timeout time.Duration) {
+	s.waitReplicas, s.waitTimeout = n, timeout
 }
 
 // New returns a Store; prefix goes inside every hash tag, shards is how many

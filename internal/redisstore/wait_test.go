@@ -1,0 +1,70 @@
+package redisstore_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
+)
+
+// With WaitForReplicas on a cluster whose masters have one replica each,
+// grabs on every shard are answered once the replica holds them; asking for
+// more replicas than exist fails the grab with ErrNotReplicated, though the
+// grab happened (a retry answers the same packet as a repeat).
+func TestClusterGrabWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.RedisCluster(t)
+	s := redisstore.New(rdb, prefix, 16)
+	ctx := ctxT(t)
+	now := time.Now()
+	for id := int64(1); id <= 16; id++ { // one envelope per shard
+		load(t, s, id, 20, now)
+	}
+	s.WaitForReplicas(1, 2*time.Second)
+	t.Cleanup(s.Coalesce(2, 16))
+	var wg sync.WaitGroup
+	errs := make(chan error, 16*10)
+	for id := int64(1); id <= 16; id++ {
+		for u := range 10 {
+			wg.Go(func() {
+				if _, err := s.Grab(ctx, id, fmt.Sprintf("u%d", u), now, orderNo()); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("grab with one replica asked: %v", err)
+	}
+
+	strict := redisstore.New(rdb, prefix, 16)
+	strict.WaitForReplicas(2, 50*time.Millisecond)
+	t.Cleanup(strict.Coalesce(1, 16))
+	if _, err := strict.Grab(ctx, 1, "strict", now, orderNo()); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("grab asking for 2 replicas of 1 = %v, want ErrNotReplicated", err)
+	}
+	c, err := s.Grab(ctx, 1, "strict", now, orderNo())
+	if err != nil || !c.Repeat {
+		t.Fatalf("retry of the unconfirmed grab = %+v, %v; want its packet as a repeat", c, err)
+	}
+}
+
+// A single Redis without replicas cannot confirm a grab.
+func TestGrabWaitWithoutReplicas(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := ctxT(t)
+	now := time.Now()
+	load(t, s, 1, 5, now)
+	s.WaitForReplicas(1, 20*time.Millisecond)
+	t.Cleanup(s.Coalesce(1, 8))
+	if _, err := s.Grab(ctx, 1, "u", now, orderNo()); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("grab = %v, want ErrNotReplicated", err)
+	}
+}
