@@ -63,17 +63,17 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	var req grabRequest
-	if err := decode(w, r, &req, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	c, err := a.svc.Grab(r.Context(), id, req.UserID)
+	user, err := decodeGrab(w, r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, grabResponse{
+	c, err := a.svc.Grab(r.Context(), id, user)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeGrab(w, grabResponse{
 		EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: c.OrderNo,
 		GrabbedAt: Timestamp(c.GrabbedAt), Repeat: c.Repeat,
 	})

@@ -18,14 +18,26 @@ const maxBody = 64 << 10
 // fields, nothing after it, at most maxBody bytes. An empty body is allowed
 // when allowEmpty (it decodes as {}).
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, v, allowEmpty)
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return badRequest(fmt.Sprintf("request body is larger than %d bytes", maxBody))
+		return nil, badRequest(fmt.Sprintf("request body is larger than %d bytes", maxBody))
 	case err != nil:
-		return badRequest("could not read request body")
+		return nil, badRequest("could not read request body")
 	}
+	return body, nil
+}
+
+func decodeBody(body []byte, v any, allowEmpty bool) error {
 	// Only JSON's own whitespace: bytes.TrimSpace would also drop Unicode
 	// spaces such as U+00A0, which make a body invalid JSON.
 	trimmed := bytes.Trim(body, " \t\r\n")
@@ -66,11 +78,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // Timestamp is an instant in UTC with millisecond precision, as the API
 // reports every time.
 type Timestamp time.Time
 
 // MarshalJSON writes e.g. "2026-11-22T10:00:00.000Z".
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`), nil
+	return []byte(`"` + time.Time(t).UTC().Format(timestampLayout) + `"`), nil
 }

@@ -1,0 +1,45 @@
+package httpapi
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestWriteGrabMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	shanghai := time.FixedZone("UTC+8", 8*3600)
+	for _, g := range []grabResponse{
+		{EnvelopeID: 1001, PacketID: 7, AmountCents: 123, OrderNo: "202611210000000042",
+			GrabbedAt: Timestamp(time.UnixMilli(1_800_000_000_123)), Repeat: false},
+		{EnvelopeID: 9007199254740991, PacketID: 1, AmountCents: 1, OrderNo: "",
+			GrabbedAt: Timestamp(time.UnixMilli(5).In(shanghai)), Repeat: true},
+	} {
+		fast, slow := httptest.NewRecorder(), httptest.NewRecorder()
+		writeGrab(fast, g)
+		writeJSON(slow, 200, g)
+		if fast.Body.String() != slow.Body.String() || fast.Code != slow.Code ||
+			fast.Header().Get("Content-Type") != slow.Header().Get("Content-Type") {
+			t.Errorf("writeGrab = %d %q, encoding/json = %d %q", fast.Code, fast.Body, slow.Code, slow.Body)
+		}
+	}
+}
+
+// FuzzPlainGrab: whatever body the short way accepts, the strict decoder
+// accepts too, with the same user id.
+func FuzzPlainGrab(f *testing.F) {
+	for _, s := range []string{`{"user_id":"u-1"}`, `{"user_id":""}`, `{"user_id":"a\"b"}`, `{"user_id":"x"} `,
+		`{"USER_ID":"x"}`, `{"user_id":"é"}`, `{"user_id":"a"}}`, `{"user_id":"a:b@c.d_e"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		user, ok := plainGrab(body)
+		if !ok {
+			return
+		}
+		var req grabRequest
+		if err := decodeBody(body, &req, false); err != nil || req.UserID != user {
+			t.Fatalf("plainGrab(%q) = %q, strict decoder = %q, %v", body, user, req.UserID, err)
+		}
+	})
+}
