@@ -75,6 +75,21 @@ func (s *Store) FailLoading(ctx context.Context, id int64, now time.Time) (Settl
 	return s.finish(ctx, id, now, "failed", []string{"loading"})
 }
 
+// settleEnvelope records a settlement ($2: settled or failed) and its
+// envelope.settled event.
+var settleEnvelope = `
+WITH changed AS (
+    UPDATE envelopes SET status = $2, refunded_cents = $3, settled_at = $4 WHERE id = $1
+    RETURNING id, sender_id, status, total_cents, claimed_cents, refunded_cents, settled_at
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeSettled + `' AS type, id AS envelope_id,
+           jsonb_build_object('envelope_id', id, 'sender_id', sender_id, 'status', status,
+               'total_cents', total_cents, 'claimed_cents', claimed_cents, 'refunded_cents', refunded_cents,
+               'settled_at', ` + jsonTime("settled_at") + `) AS data
+    FROM changed
+)` + eventsTail + `
+SELECT count(*) FROM changed`
+
 func (s *Store) finish(ctx context.Context, id int64, now time.Time, to string, from []string) (Settlement, error) {
 	var out Settlement
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -108,8 +123,8 @@ func (s *Store) finish(ctx context.Context, id int64, now time.Time, to string, 
 			return fmt.Errorf("%w: claimed_cents %d, claimed packets %d, refunded packets %d, total %d",
 				ErrLedger, claimed, claimedSum, refundedSum, total)
 		}
-		_, err = tx.Exec(ctx, `UPDATE envelopes SET status = $2, refunded_cents = $3, settled_at = $4
-			WHERE id = $1`, id, to, refundedSum, now)
+		// Last, with its event: the backend refunds the sender from it.
+		_, err = tx.Exec(ctx, settleEnvelope, id, to, refundedSum, now)
 		out = Settlement{Status: to, ClaimedCents: claimedSum, RefundedCents: refundedSum, Refunded: int(tag.RowsAffected())}
 		return err
 	})
@@ -128,26 +143,59 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// suspend marks an envelope suspended and writes its envelope.suspended
+// event, only if it was loading, open or expired.
+var suspend = `
+WITH changed AS (
+    UPDATE envelopes SET status = 'suspended', suspended_at = $3, suspend_reason = $2
+    WHERE id = $1 AND status IN ('loading', 'open', 'expired')
+    RETURNING id, suspend_reason, suspended_at
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeSuspended + `' AS type, id AS envelope_id,
+           jsonb_build_object('envelope_id', id, 'reason', suspend_reason,
+               'suspended_at', ` + jsonTime("suspended_at") + `) AS data
+    FROM changed
+)` + eventsTail + `
+SELECT count(*) FROM changed`
+
 // Suspend marks an envelope suspended with the reason, if it is loading,
-// open or expired; changed is false when it was not.
+// open or expired; changed is false when it was not (and then no event is
+// written).
 func (s *Store) Suspend(ctx context.Context, id int64, reason string, now time.Time) (changed bool, err error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE envelopes
-		SET status = 'suspended', suspended_at = $3, suspend_reason = $2
-		WHERE id = $1 AND status IN ('loading', 'open', 'expired')`, id, reason, now)
-	if err != nil {
+	var n int
+	if err := s.pool.QueryRow(ctx, suspend, id, reason, now).Scan(&n); err != nil {
 		return false, fmt.Errorf("suspend envelope %d: %w", id, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
+
+// reopen moves a suspended envelope back to open or sold out and writes
+// envelope.recovered, and envelope.sold_out when that is its new status (its
+// last packet was claimed while it was suspended, when no sold_out event
+// could be written).
+var reopen = `
+WITH changed AS (
+    UPDATE envelopes
+    SET status = CASE WHEN claimed_cents = total_cents THEN 'sold_out' ELSE 'open' END,
+        suspended_at = NULL, suspend_reason = NULL
+    WHERE id = $1 AND status = 'suspended'
+    RETURNING id, status, count, total_cents
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeRecovered + `' AS type, id AS envelope_id,
+           jsonb_build_object('envelope_id', id, 'action', 'reload', 'status', status) AS data
+    FROM changed
+    UNION ALL
+    SELECT 2, now(), id, '` + EventEnvelopeSoldOut + `', id,
+           jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents)
+    FROM changed WHERE status = 'sold_out'
+)` + eventsTail + `
+SELECT status FROM changed`
 
 // Reopen moves a suspended envelope back to open (or sold out when nothing is
 // left), after an operator reloaded it into Redis.
 func (s *Store) Reopen(ctx context.Context, id int64) (string, error) {
 	var status string
-	err := s.pool.QueryRow(ctx, `UPDATE envelopes
-		SET status = CASE WHEN claimed_cents = total_cents THEN 'sold_out' ELSE 'open' END,
-		    suspended_at = NULL, suspend_reason = NULL
-		WHERE id = $1 AND status = 'suspended' RETURNING status`, id).Scan(&status)
+	err := s.pool.QueryRow(ctx, reopen, id).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("reopen envelope %d: %w", id, ErrWrongStatus)
 	}

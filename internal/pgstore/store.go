@@ -96,16 +96,32 @@ func (s *Store) InsertEnvelope(ctx context.Context, e Envelope, firstPacketID in
 	})
 }
 
+// markLoaded moves a loading envelope to open, or to sold_out (with its
+// envelope.sold_out event) when every packet was grabbed and flushed before
+// it ran; claims applied while it was loading could not make it sold out.
+// The row is locked first so that was is the status this statement changed.
+var markLoaded = `
+WITH before AS (SELECT id, status FROM envelopes WHERE id = $1 FOR UPDATE),
+changed AS (
+    UPDATE envelopes e
+    SET status = CASE WHEN e.status <> 'loading' THEN e.status
+                      WHEN e.claimed_cents = e.total_cents THEN 'sold_out'
+                      ELSE 'open' END
+    FROM before b WHERE e.id = b.id
+    RETURNING e.id, e.status, b.status AS was, e.count, e.total_cents
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeSoldOut + `' AS type, id AS envelope_id,
+           jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents) AS data
+    FROM changed WHERE was = 'loading' AND status = 'sold_out'
+)` + eventsTail + `
+SELECT status FROM changed`
+
 // MarkLoaded moves a loading envelope to open (or straight to sold_out when
 // every packet was grabbed and flushed before this ran). It returns the status
 // the envelope has afterwards.
 func (s *Store) MarkLoaded(ctx context.Context, id int64) (string, error) {
 	var status string
-	err := s.pool.QueryRow(ctx, `UPDATE envelopes
-		SET status = CASE WHEN status <> 'loading' THEN status
-		                  WHEN claimed_cents = total_cents THEN 'sold_out'
-		                  ELSE 'open' END
-		WHERE id = $1 RETURNING status`, id).Scan(&status)
+	err := s.pool.QueryRow(ctx, markLoaded, id).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("mark envelope %d loaded: %w", id, ErrNotFound)
 	}

@@ -1,0 +1,24 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// WriteTestEvents writes n envelope.suspended events of an envelope in tx
+// through the writers' own position-taking tail, and returns their ids. It
+// lets a test hold a transaction open between writing events and committing,
+// as a slow writer would.
+func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([]int64, error) {
+	rows, err := tx.Query(ctx, `WITH new_events AS (
+		    SELECT 1 AS kind, now() AS at, g::bigint AS ref, '`+EventEnvelopeSuspended+`' AS type,
+		           $1::bigint AS envelope_id, jsonb_build_object('envelope_id', $1::bigint, 'reason', 'test') AS data
+		    FROM generate_series(1, $2::int) g
+		)`+eventsTail+`
+		SELECT id FROM event_rows ORDER BY id`, envelopeID, n)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}

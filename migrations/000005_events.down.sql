@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS events;
+DROP FUNCTION IF EXISTS events_notify();
+DELETE FROM sequence_numbers WHERE key_name = 'event';
