@@ -11,6 +11,10 @@
 #        work), -noop;
 #   (c)  loadgen against grabber + flusher + Redis + PostgreSQL, checked, with
 #        the flush lag read from PostgreSQL;
+#   (d)  the grab service in process (Go benchmark, 64 callers, real Redis);
+#   (e)  the flusher draining 100,000 queued claims (Go benchmark);
+#   (f)  creating a 100,000-packet envelope (Go benchmark);
+#   (g)  Redis memory per pooled packet, unflushed grab and kept claim;
 #
 # then prints them side by side with ratios and writes
 # bench/results/<UTC date>.txt and .json.
@@ -172,6 +176,18 @@ bench_shipped() {
 	rcli DEL "$meta" "$pool" "$claims" "$consumed" >/dev/null
 }
 
+# gobench runs one Go benchmark and prints the value of each unit asked for,
+# in order ("ns/op", "claims/s", ...); the tests find the servers through the
+# TEST_* variables.
+gobench() {
+	local pkg=$1 bench=$2 times=$3
+	shift 3
+	TEST_REDIS_URL=$REDIS_URL TEST_DATABASE_URL=$DATABASE_URL \
+		timeout 600 go test -run=NONE -bench="$bench" -benchtime="$times" "$pkg" |
+		awk -v units="$*" '/^Benchmark/ { n = split(units, u, " "); for (i = 1; i <= n; i++) for (j = 3; j < NF; j++) if ($(j + 1) == u[i]) v[i] = $j }
+			END { n = split(units, u, " "); out = ""; for (i = 1; i <= n; i++) out = out (i > 1 ? " " : "") (v[i] == "" ? "null" : v[i]); print out }'
+}
+
 loadgen_args=(-users "$USERS" -grabs "$GRABS" -duration "$DURATION" -repeat 0.1 -json)
 
 echo "bench: building" >&2
@@ -184,6 +200,12 @@ read -r A1_RPS A1_P50 A1_P99 <<<"$(bench_original 1)"
 read -r A16_RPS A16_P50 A16_P99 <<<"$(bench_original 16)"
 echo "bench: (a') grab.lua under redis-benchmark" >&2
 read -r AS_RPS AS_P50 AS_P99 <<<"$(bench_shipped)" || true
+
+echo "bench: (d) grab service in process, (e) flusher drain, (f) create, (g) memory" >&2
+read -r D_NS <<<"$(gobench ./internal/grab 'BenchmarkServiceGrab/batch=64$' 200000x ns/op)"
+read -r E_CPS <<<"$(gobench ./internal/flush 'BenchmarkDrain/batch=2000$' 2x claims/s)"
+read -r F_NS <<<"$(gobench ./internal/grab 'BenchmarkCreate$' 5x ns/op)"
+read -r G_POOL G_UNFLUSHED G_CLAIM <<<"$(gobench ./internal/redisstore 'BenchmarkMemoryPerPacket$' 1x B/pooled B/unflushed B/claim)"
 
 echo "bench: (b) loadgen -> noop-server for $DURATION" >&2
 NOOP_ADDR=127.0.0.1:$(free_port)
@@ -227,11 +249,12 @@ jq -n --arg date "$(date -u +%FT%TZ)" --arg commit "$COMMIT" --arg cpus "$(nproc
 	--argjson a1 "{\"rps\": $(num "$A1_RPS"), \"p50_ms\": $(num "$A1_P50"), \"p99_ms\": $(num "$A1_P99"), \"pipeline\": 1}" \
 	--argjson a16 "{\"rps\": $(num "$A16_RPS"), \"p50_ms\": $(num "$A16_P50"), \"p99_ms\": $(num "$A16_P99"), \"pipeline\": 16}" \
 	--argjson ship "{\"rps\": $(num "${AS_RPS:-}"), \"p50_ms\": $(num "${AS_P50:-}"), \"p99_ms\": $(num "${AS_P99:-}"), \"pipeline\": 1}" \
+	--argjson inproc "{\"ns_per_grab\": $(num "$D_NS"), \"drain_claims_per_s\": $(num "$E_CPS"), \"create_100k_ns\": $(num "$F_NS"), \"bytes_per_pooled_packet\": $(num "$G_POOL"), \"bytes_per_unflushed_grab\": $(num "$G_UNFLUSHED"), \"bytes_per_kept_claim\": $(num "$G_CLAIM")}" \
 	--argjson exit "$GRABBER_EXIT" --slurpfile noop "$WORK/noop.json" --slurpfile grabber "$WORK/grabber.json" \
 	'{date: $date, commit: $commit, cpus: ($cpus | tonumber), load_average: $load, users: $users,
 	  redis_benchmark_requests: '"$RB_REQUESTS"',
 	  original_lua: $a1, original_lua_pipelined: $a16, shipped_grab_lua: $ship,
-	  noop_server: $noop[0], grabber: ($grabber[0] + {exit_status: $exit})}' >"$OUT.json"
+	  noop_server: $noop[0], grabber: ($grabber[0] + {exit_status: $exit}), in_process: $inproc}' >"$OUT.json"
 
 jq -r '
 	def f0: if . == null then "n/a" else (. * 1 | round | tostring) end;
@@ -247,11 +270,17 @@ jq -r '
 	row("(a'"'"') grab.lua, redis-benchmark"; .shipped_grab_lua.rps; .shipped_grab_lua.p50_ms; .shipped_grab_lua.p99_ms),
 	row("(b) loadgen -> noop-server (HTTP only)"; $n.grabs_per_s; $n.latency.p50_us / 1000; $n.latency.p99_us / 1000),
 	row("(c) loadgen -> grabber (+Redis, flusher, PG)"; $g.grabs_per_s; $g.latency.p50_us / 1000; $g.latency.p99_us / 1000),
+	row("(d) grab service in process, 64 callers"; (if .in_process.ns_per_grab then 1e9 / .in_process.ns_per_grab else null end); null; null),
+	"",
+	"(e) flusher drain, batches of 2000\t\(.in_process.drain_claims_per_s | f0) claims/s",
+	"(f) create a 100,000-packet envelope\t\(if .in_process.create_100k_ns then .in_process.create_100k_ns / 1e6 | f0 else "n/a" end) ms",
+	"(g) Redis bytes: pooled packet / unflushed grab / kept claim\t\(.in_process.bytes_per_pooled_packet | f2) / \(.in_process.bytes_per_unflushed_grab | f2) / \(.in_process.bytes_per_kept_claim | f2)",
 	"",
 	"ratio\tours/reference",
 	"(c) / (b)  grabber vs no-op HTTP server\t\(ratio($g.grabs_per_s; $n.grabs_per_s))",
 	"(c) / (a)  grabber vs original.lua, no pipelining\t\(ratio($g.grabs_per_s; .original_lua.rps))",
 	"(c) / (a) -P 16\t\(ratio($g.grabs_per_s; .original_lua_pipelined.rps))",
+	"(d) / (a)  grab service in process vs original.lua\t\(ratio((if .in_process.ns_per_grab then 1e9 / .in_process.ns_per_grab else null end); .original_lua.rps))",
 	"(a'"'"') / (a)  grab.lua vs original.lua, script only\t\(ratio(.shipped_grab_lua.rps; .original_lua.rps))",
 	"",
 	"(c) detail: \($g.grabs) grabs in \($g.elapsed_s | f2)s, stopped by \($g.stop_reason); granted \($g.granted); errors \($g.errors); violations \($g.violation_count); exit \($g.exit_status)",
