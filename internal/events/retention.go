@@ -1,0 +1,81 @@
+package events
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// PruneStore deletes old events (pgstore.Store).
+type PruneStore interface {
+	PruneEvents(ctx context.Context, cutoff time.Time, deliveredOnly bool, after int64, limit int) (
+		deleted int, last int64, done bool, err error)
+}
+
+// Retention deletes events older than Age, in batches. With a webhook
+// configured it deletes only delivered ones: an event the receiver has not
+// accepted stays until it has.
+type Retention struct {
+	Store         PruneStore
+	Age           time.Duration
+	DeliveredOnly bool
+	Every         time.Duration // how often to prune (default 1m)
+	Batch         int           // events looked at per statement (default 1000)
+	Log           *zap.Logger
+	Now           func() time.Time // default time.Now
+}
+
+// Run prunes at start and then every Every until ctx ends.
+func (r *Retention) Run(ctx context.Context) {
+	every := r.Every
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := r.Prune(ctx); err != nil && ctx.Err() == nil {
+			r.log().Warn("events retention failed; will retry", zap.Error(err))
+		} else if n > 0 {
+			r.log().Info("old events pruned", zap.Int("deleted", n), zap.Duration("age", r.Age))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Prune deletes what is due now, one batch per statement (each its own
+// short transaction), and returns how many events it deleted.
+func (r *Retention) Prune(ctx context.Context) (int, error) {
+	now, batch := time.Now, r.Batch
+	if r.Now != nil {
+		now = r.Now
+	}
+	if batch <= 0 {
+		batch = 1000
+	}
+	cutoff := now().Add(-r.Age)
+	var total int
+	var after int64
+	for ctx.Err() == nil {
+		n, last, done, err := r.Store.PruneEvents(ctx, cutoff, r.DeliveredOnly, after, batch)
+		total += n
+		pruned.Add(float64(n))
+		if err != nil || done {
+			return total, err
+		}
+		after = last
+	}
+	return total, ctx.Err()
+}
+
+func (r *Retention) log() *zap.Logger {
+	if r.Log == nil {
+		return zap.NewNop()
+	}
+	return r.Log
+}

@@ -1,0 +1,352 @@
+package events_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"redpacket/internal/events"
+)
+
+var secret = []byte("whsec-0123456789abcdef")
+
+// hang is a receiver's decision to answer nothing until the sender gives up.
+const hang = 0
+
+// receiver is a campaign backend's webhook endpoint. It checks every
+// request's signature and records the events it accepted, in arrival order.
+type receiver struct {
+	t      *testing.T
+	decide func(m events.Message, attempt int) int // status to answer, or hang
+
+	mu       sync.Mutex
+	attempts map[int64]int
+	accepted []events.Message
+}
+
+func newReceiver(t *testing.T, decide func(m events.Message, attempt int) int) (*receiver, string) {
+	rc := &receiver{t: t, decide: decide, attempts: map[int64]int{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	return rc, srv.URL
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	if err := events.Verify(secret, r.Header.Get(events.SignatureHeader), body, time.Now(), time.Minute); err != nil {
+		rc.t.Errorf("request with signature %q: %v", r.Header.Get(events.SignatureHeader), err)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var m events.Message
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || m.ID <= 0 || m.EnvelopeID <= 0 || m.Type == "" || len(m.Data) == 0 {
+		rc.t.Errorf("request body %s: %v", body, err)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if got := r.Header.Get(events.EventIDHeader); got != strconv.FormatInt(m.ID, 10) || r.Method != http.MethodPost {
+		rc.t.Errorf("%s with %s %q for event %d", r.Method, events.EventIDHeader, got, m.ID)
+	}
+	rc.mu.Lock()
+	rc.attempts[m.ID]++
+	n := rc.attempts[m.ID]
+	rc.mu.Unlock()
+	status := rc.decide(m, n)
+	if status == hang {
+		<-r.Context().Done()
+		return
+	}
+	if status >= 200 && status < 300 {
+		rc.mu.Lock()
+		rc.accepted = append(rc.accepted, m)
+		rc.mu.Unlock()
+	}
+	w.WriteHeader(status)
+}
+
+// byEnvelope returns the accepted event ids of each envelope, in arrival
+// order.
+func (rc *receiver) byEnvelope() map[int64][]int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[int64][]int64{}
+	for _, m := range rc.accepted {
+		out[m.EnvelopeID] = append(out[m.EnvelopeID], m.ID)
+	}
+	return out
+}
+
+func (rc *receiver) tries(id int64) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.attempts[id]
+}
+
+func (rc *receiver) acceptedCount() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.accepted)
+}
+
+// runWebhook runs a sender until the returned stop is called (or the test
+// ends); stop returns once it has.
+func runWebhook(t *testing.T, d db, l *events.Listener, cfg events.WebhookConfig) (stop func()) {
+	t.Helper()
+	cfg.Secret = secret
+	w := events.NewWebhook(d.Store, l, cfg, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// fastRetries are settings that make a test's backoffs short.
+func fastRetries(url string) events.WebhookConfig {
+	return events.WebhookConfig{URL: url, Timeout: 150 * time.Millisecond, MinBackoff: 20 * time.Millisecond,
+		MaxBackoff: 150 * time.Millisecond, Workers: 2, Poll: 50 * time.Millisecond}
+}
+
+// eventIDsByEnvelope reads every event id in PostgreSQL, by envelope.
+func (d db) eventIDsByEnvelope(t *testing.T) map[int64][]int64 {
+	t.Helper()
+	rows, err := d.pool.Query(ctxT(t), `SELECT envelope_id, id FROM events ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int64][]int64{}
+	for rows.Next() {
+		var env, id int64
+		if err := rows.Scan(&env, &id); err != nil {
+			t.Fatal(err)
+		}
+		out[env] = append(out[env], id)
+	}
+	return out
+}
+
+func (d db) undelivered(t *testing.T) int {
+	return d.count(t, `SELECT count(*) FROM events WHERE delivered_at IS NULL`)
+}
+
+// wantAllAccepted checks that every event in PostgreSQL is recorded
+// delivered and that the receiver accepted each envelope's events in order,
+// allowing a repeat of the last one (at least once) only when dups is set.
+func wantAllAccepted(t *testing.T, d db, rc *receiver, dups bool) {
+	t.Helper()
+	if n := d.undelivered(t); n != 0 {
+		t.Errorf("%d events not recorded delivered", n)
+	}
+	want := d.eventIDsByEnvelope(t)
+	got := rc.byEnvelope()
+	for env, ids := range want {
+		seq := got[env]
+		if dups {
+			seq = slices.Compact(slices.Clone(seq))
+		}
+		if !slices.Equal(seq, ids) {
+			t.Errorf("envelope %d: receiver accepted %v, want %v in this order", env, got[env], ids)
+		}
+	}
+	for env := range got {
+		if _, ok := want[env]; !ok {
+			t.Errorf("receiver accepted events of envelope %d, which has none", env)
+		}
+	}
+}
+
+// A receiver that refuses everything, then lets requests time out, then
+// recovers ends up with every event, each once, each envelope's in order.
+func TestWebhookFailsTimesOutAndRecovers(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for env := int64(1); env <= 3; env++ {
+		d.openEnvelope(t, env, 6)
+		d.claimPackets(t, env, 0, 4)
+	}
+	const (
+		failing = iota
+		hanging
+		working
+	)
+	var mode atomic.Int32
+	var refused, hung atomic.Int32
+	rc, url := newReceiver(t, func(events.Message, int) int {
+		switch mode.Load() {
+		case failing:
+			refused.Add(1)
+			return http.StatusInternalServerError
+		case hanging:
+			hung.Add(1)
+			return hang
+		}
+		return http.StatusOK
+	})
+	l, _ := startListener(t, d.url)
+	runWebhook(t, d, l, fastRetries(url))
+
+	waitFor(t, 10*time.Second, "three refusals", func() bool { return refused.Load() >= 3 })
+	if n := d.count(t, `SELECT count(*) FROM events WHERE attempts > 0 AND next_attempt_at IS NOT NULL
+		AND last_error LIKE '%500 Internal Server Error%'`); n == 0 {
+		t.Error("no failed attempt recorded with its error")
+	}
+	for env := int64(1); env <= 3; env++ {
+		d.claimPackets(t, env, 4, 6) // more events arrive meanwhile
+	}
+	mode.Store(hanging)
+	waitFor(t, 10*time.Second, "two timeouts", func() bool { return hung.Load() >= 2 })
+	mode.Store(working)
+	waitFor(t, 20*time.Second, "every event delivered", func() bool { return d.undelivered(t) == 0 })
+	wantAllAccepted(t, d, rc, false)
+	if total := d.count(t, `SELECT count(*) FROM events`); total != 3*7 {
+		t.Errorf("%d events, want 21", total)
+	}
+}
+
+// One envelope whose requests hang does not hold up the others; once the
+// receiver answers for it, its events follow, in order.
+func TestWebhookHangingEnvelopeDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for env := int64(1); env <= 4; env++ {
+		d.openEnvelope(t, env, 5)
+		d.claimPackets(t, env, 0, 3)
+	}
+	var released atomic.Bool
+	rc, url := newReceiver(t, func(m events.Message, _ int) int {
+		if m.EnvelopeID == 1 && !released.Load() {
+			return hang
+		}
+		return http.StatusNoContent
+	})
+	cfg := fastRetries(url)
+	cfg.Timeout, cfg.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond
+	runWebhook(t, d, nil, cfg) // no listener: found by polling
+	waitFor(t, 15*time.Second, "envelopes 2-4 delivered", func() bool {
+		return d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 1 AND delivered_at IS NULL`) == 0
+	})
+	if n := d.count(t, `SELECT count(*) FROM events WHERE envelope_id = 1 AND delivered_at IS NOT NULL`); n != 0 {
+		t.Fatalf("%d events of the hanging envelope recorded delivered", n)
+	}
+	if first := d.eventIDsByEnvelope(t)[1]; rc.tries(first[1]) != 0 {
+		t.Errorf("envelope 1's second event was sent before its first was accepted")
+	}
+	released.Store(true)
+	waitFor(t, 15*time.Second, "every event delivered", func() bool { return d.undelivered(t) == 0 })
+	wantAllAccepted(t, d, rc, false)
+}
+
+// A sender stopped half-way and started again sends what was left, and
+// nothing the receiver had accepted but what was in flight; an envelope in
+// backoff stays in backoff across the restart.
+func TestWebhookRestartNeitherLosesNorFloods(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for env := int64(1); env <= 4; env++ {
+		d.openEnvelope(t, env, 30)
+		d.claimPackets(t, env, 0, 15)
+	}
+	d.openEnvelope(t, 9, 3)
+	d.claimPackets(t, 9, 0, 2)
+	rc, url := newReceiver(t, func(m events.Message, _ int) int {
+		if m.EnvelopeID == 9 {
+			return http.StatusServiceUnavailable
+		}
+		time.Sleep(time.Millisecond)
+		return http.StatusOK
+	})
+	cfg := fastRetries(url)
+	cfg.MinBackoff, cfg.MaxBackoff = time.Hour, time.Hour // one failure: an hour's wait
+	nine := d.eventIDsByEnvelope(t)[9]
+	stop := runWebhook(t, d, nil, cfg)
+	waitFor(t, 10*time.Second, "20 events accepted and envelope 9 refused", func() bool {
+		return rc.acceptedCount() >= 20 && d.count(t, `SELECT attempts FROM events WHERE id = $1`, nine[0]) == 1
+	})
+	stop()
+	before := rc.acceptedCount()
+	if tries := rc.tries(nine[0]); tries != 1 {
+		t.Fatalf("envelope 9's first event tried %d times before the restart, want 1", tries)
+	}
+	for env := int64(1); env <= 4; env++ {
+		d.claimPackets(t, env, 15, 30)
+	}
+
+	runWebhook(t, d, nil, cfg)
+	waitFor(t, 15*time.Second, "envelopes 1-4 delivered", func() bool {
+		return d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 9 AND delivered_at IS NULL`) == 0
+	})
+	time.Sleep(200 * time.Millisecond)
+	if tries := rc.tries(nine[0]); tries != 1 {
+		t.Errorf("envelope 9's first event tried %d times after the restart, want still 1 (it waits an hour)", tries)
+	}
+	if rc.tries(nine[1]) != 0 {
+		t.Errorf("envelope 9's second event was sent before its first was accepted")
+	}
+	// Every event of envelopes 1-4 once, but for a request in flight at
+	// the stop (at most one per worker).
+	want := d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 9`)
+	if got := rc.acceptedCount(); got < want || got > want+cfg.Workers {
+		t.Errorf("receiver accepted %d events (%d before the restart), want %d (+ at most %d repeats)",
+			got, before, want, cfg.Workers)
+	}
+	got := rc.byEnvelope()
+	delete(got, 9)
+	ids := d.eventIDsByEnvelope(t)
+	for env, seq := range got {
+		if !slices.Equal(slices.Compact(slices.Clone(seq)), ids[env]) {
+			t.Errorf("envelope %d: accepted %v, want %v", env, seq, ids[env])
+		}
+	}
+}
+
+// Two senders on one database (two flushers) while events keep coming: each
+// event is accepted once, each envelope's in order.
+func TestWebhookTwoSenders(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	const envelopes, perEnvelope = 4, 40
+	for env := int64(1); env <= envelopes; env++ {
+		d.openEnvelope(t, env, perEnvelope)
+	}
+	rc, url := newReceiver(t, func(events.Message, int) int {
+		time.Sleep(rand.N(2 * time.Millisecond))
+		return http.StatusOK
+	})
+	l, _ := startListener(t, d.url)
+	cfg := fastRetries(url)
+	cfg.Workers, cfg.PerTurn = 3, 3
+	runWebhook(t, d, l, cfg)
+	runWebhook(t, d, l, cfg)
+	for i := 0; i < perEnvelope; i += 5 {
+		for env := int64(1); env <= envelopes; env++ {
+			d.claimPackets(t, env, i, i+5)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(t, 20*time.Second, "every event delivered", func() bool { return d.undelivered(t) == 0 })
+	wantAllAccepted(t, d, rc, false)
+	if n := len(slices.Collect(maps.Keys(rc.byEnvelope()))); n != envelopes {
+		t.Errorf("events of %d envelopes accepted, want %d", n, envelopes)
+	}
+}
