@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -112,7 +113,7 @@ const minQueryGap = 20 * time.Millisecond
 // Run sends until ctx ends, then waits for the requests in flight (each
 // bounded by Timeout) and returns.
 func (w *Webhook) Run(ctx context.Context) {
-	w.log.Info("webhook sender running", zap.String("url", w.cfg.URL), zap.Int("workers", w.cfg.Workers),
+	w.log.Info("webhook sender running", zap.String("url", redacted(w.cfg.URL)), zap.Int("workers", w.cfg.Workers),
 		zap.Duration("timeout", w.cfg.Timeout), zap.Duration("max_backoff", w.cfg.MaxBackoff))
 	busy := map[int64]bool{} // envelopes a worker of this process has
 	done := make(chan turnDone)
@@ -150,6 +151,15 @@ func (w *Webhook) Run(ctx context.Context) {
 			look = true
 		}
 	}
+}
+
+// redacted is the URL without a password it may carry, for the log.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }
 
 func (w *Webhook) changed() <-chan struct{} {

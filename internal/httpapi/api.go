@@ -20,6 +20,9 @@ type Options struct {
 	Token string                          // when set, required as a bearer token on /v1/
 	Ready func(ctx context.Context) error // readiness probe (Redis and PostgreSQL); nil: always ready
 	Log   *zap.Logger
+
+	// Events serves GET /v1/events; nil answers 503 there.
+	Events EventFeed
 }
 
 // API serves the grabber's routes.
@@ -46,6 +49,7 @@ func New(svc *grab.Service, o Options) *API {
 	// patterns (by-code/grab matches both), so one handler tells them apart.
 	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub)
 	a.route("/v1/users/{user_id}/short-id", map[string]http.HandlerFunc{"POST": a.shortID})
+	a.route("/v1/events", map[string]http.HandlerFunc{"GET": a.events(o.Events)})
 	healthz, readyz := telemetry.Probes(a.ready, a.log)
 	a.route("/healthz", map[string]http.HandlerFunc{"GET": healthz})
 	a.route("/readyz", map[string]http.HandlerFunc{"GET": readyz})

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"redpacket/internal/envelope"
+	"redpacket/internal/events"
 	"redpacket/internal/grab"
 	"redpacket/internal/ids"
 )
@@ -44,7 +45,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusConflict, "expired", "the envelope has expired"}
 	case errors.Is(err, ids.ErrExhausted):
 		return &apiError{http.StatusServiceUnavailable, "resource_exhausted", err.Error()}
-	case errors.Is(err, grab.ErrUnavailable):
+	case errors.Is(err, grab.ErrUnavailable), errors.Is(err, events.ErrUnavailable):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "temporarily unavailable, retry later"}
 	}
 	return &apiError{http.StatusInternalServerError, "internal", "internal error"}
