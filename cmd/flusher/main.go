@@ -97,6 +97,10 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	evCfg, err := config.LoadEvents(os.Getenv)
+	if err != nil {
+		return err
+	}
 	if err := migrations.Up(cfg.DatabaseURL); err != nil {
 		return err
 	}
@@ -131,9 +135,12 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 		stop() // the probes are gone (say, the port is taken): stop rather than run unseen
 	}()
 
+	waitEvents := startEvents(ctx, cfg, evCfg, pgstore.New(clients.PG), log)
+
 	// Run returns after finishing the batch in hand once ctx is cancelled.
 	runErr := f.Run(ctx)
 	stop()
+	waitEvents()
 	return errors.Join(runErr, <-served)
 }
 

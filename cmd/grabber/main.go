@@ -16,6 +16,7 @@ import (
 
 	"redpacket/internal/config"
 	"redpacket/internal/daemon"
+	"redpacket/internal/events"
 	"redpacket/internal/grab"
 	"redpacket/internal/httpapi"
 	"redpacket/internal/ids"
@@ -87,7 +88,15 @@ func run() error {
 		Limits: cfg.Limits,
 		Log:    log,
 	})
-	api := httpapi.New(svc, httpapi.Options{Token: cfg.GrabberAPIToken, Ready: clients.Ready, Log: log})
+	// One LISTEN connection wakes every long poll of GET /v1/events; it
+	// stops with the signal, which ends the polls still waiting.
+	listener := events.NewListener(cfg.DatabaseURL, log)
+	listenCtx, stopListening := context.WithCancel(ctx)
+	go listener.Run(listenCtx)
+	defer func() { stopListening(); <-listener.Done() }()
+
+	api := httpapi.New(svc, httpapi.Options{Token: cfg.GrabberAPIToken, Ready: clients.Ready, Log: log,
+		Events: events.NewFeed(pg, listener)})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 5 * time.Second,
