@@ -1,0 +1,171 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"redpacket/internal/events"
+	"redpacket/internal/testenv"
+)
+
+const webhookSecret = "e2e-webhook-secret-0123456789"
+
+// hookReceiver is the campaign backend's webhook endpoint: it verifies every
+// request's signature and keeps the events it accepted in arrival order.
+type hookReceiver struct {
+	t       *testing.T
+	mode    atomic.Int32 // what it answers now: hookFail, hookHang or hookOK
+	refused atomic.Int32
+	hung    atomic.Int32
+
+	mu       sync.Mutex
+	accepted []feedEvent
+	badSigs  int
+}
+
+const (
+	hookFail = iota
+	hookHang
+	hookOK
+)
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var e feedEvent
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	verr := events.Verify([]byte(webhookSecret), r.Header.Get(events.SignatureHeader), body, time.Now(), time.Minute)
+	if derr := dec.Decode(&e); verr != nil || derr != nil || r.Header.Get(events.EventIDHeader) != strconv.FormatInt(e.ID, 10) {
+		h.mu.Lock()
+		h.badSigs++
+		h.mu.Unlock()
+		h.t.Errorf("webhook request %s (%s: %q): signature %v, body %v", body, events.SignatureHeader,
+			r.Header.Get(events.SignatureHeader), verr, derr)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	switch h.mode.Load() {
+	case hookFail:
+		h.refused.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	case hookHang:
+		h.hung.Add(1)
+		<-r.Context().Done()
+	default:
+		h.mu.Lock()
+		h.accepted = append(h.accepted, e)
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (h *hookReceiver) acceptedIDs() map[int64]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[int64]bool{}
+	for _, e := range h.accepted {
+		out[e.ID] = true
+	}
+	return out
+}
+
+// A deployment with a webhook whose receiver first refuses everything, then
+// lets requests time out, while grabs go on; the flusher is SIGKILLed in the
+// middle; then the receiver recovers. It ends with every event of the feed
+// accepted, each with a valid signature, each envelope's in order.
+func TestEventsWebhookFailsTimesOutRecovers(t *testing.T) {
+	t.Parallel()
+	h := &hookReceiver{t: t}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	dbURL := testenv.PostgresURL(t)
+	_, prefix := testenv.Redis(t)
+	s := startStackWith(t, dbURL, testenv.RedisURL(t), prefix, "WEBHOOK_URL="+srv.URL+"/hooks",
+		"WEBHOOK_SECRET="+webhookSecret, "WEBHOOK_TIMEOUT=300ms", "WEBHOOK_MAX_BACKOFF=400ms", "WEBHOOK_WORKERS=2")
+	_, ids := s.createEnvelopes(t, 3600, 20, 50, 80)
+	grab := func(from, to int) {
+		for i := from; i < to; i++ {
+			env := ids[i%len(ids)]
+			call(t, "POST", fmt.Sprintf("%s/v1/envelopes/%d/grab", s.base, env), "", fmt.Sprintf(`{"user_id":"w-%d"}`, i), nil)
+		}
+	}
+
+	grab(0, 40)
+	waitUntil(t, 20*time.Second, "three refusals", func() bool { return h.refused.Load() >= 3 })
+	h.mode.Store(hookHang)
+	grab(40, 80)
+	waitUntil(t, 20*time.Second, "two timeouts", func() bool { return h.hung.Load() >= 2 })
+	killAndReap(t, s.flusher)
+	s.flusher = start(t, "flusher", s.env)
+	grab(80, 120)
+	h.mode.Store(hookOK)
+
+	waitUntil(t, 30*time.Second, "every event accepted", func() bool {
+		evs := readFeed(t, s.base)
+		got := h.acceptedIDs()
+		for _, e := range evs {
+			if !got[e.ID] {
+				return false
+			}
+		}
+		return len(evs) > 0
+	})
+	evs := readFeedWhenQuiet(t, s.base, time.Second, 20*time.Second)
+	waitUntil(t, 20*time.Second, "the last events accepted", func() bool { return len(h.acceptedIDs()) == len(evs) })
+
+	// Each envelope's events arrived in order; one may repeat (at least
+	// once: the flusher was killed), none came before an earlier one.
+	want := map[int64][]int64{}
+	for _, e := range evs {
+		want[e.EnvelopeID] = append(want[e.EnvelopeID], e.ID)
+	}
+	got := map[int64][]int64{}
+	h.mu.Lock()
+	for _, e := range h.accepted {
+		got[e.EnvelopeID] = append(got[e.EnvelopeID], e.ID)
+	}
+	repeats := len(h.accepted) - len(evs)
+	h.mu.Unlock()
+	for env, seq := range want {
+		if !slices.Equal(slices.Compact(slices.Clone(got[env])), seq) {
+			t.Errorf("envelope %d: accepted %v, want %v", env, got[env], seq)
+		}
+	}
+	db := connectTestDB(t, dbURL)
+	var undelivered, retried int
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE delivered_at IS NULL), count(*) FILTER (WHERE attempts > 0)
+		FROM events`).Scan(&undelivered, &retried); err != nil {
+		t.Fatal(err)
+	}
+	if undelivered != 0 || retried == 0 {
+		t.Errorf("%d events not recorded delivered, %d retried", undelivered, retried)
+	}
+	t.Logf("%d events accepted (%d repeats); %d refused, %d timed out; %d events needed retries",
+		len(evs), repeats, h.refused.Load(), h.hung.Load(), retried)
+	s.stop(t)
+}
+
+// waitUntil polls cond every 100 ms until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
