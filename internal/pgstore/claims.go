@@ -50,9 +50,10 @@ type ApplyResult struct {
 //
 // The same statement writes the events of what it changed: one
 // packet.claimed per packet it claimed (the applied rows, so a replay of a
-// committed batch writes none) and one envelope.sold_out per envelope it made
-// sold out. The events come last (eventsTail), in grab order.
-var applyClaims = `
+// committed batch writes none; the event names the packet, whose row holds
+// the claim) and one envelope.sold_out per envelope it made sold out. The
+// events come last (eventsTail), in grab order.
+const applyClaims = `
 WITH input AS (
     SELECT envelope_id, packet_id, user_id, claimed_at, nullif(order_no, '') AS order_no
     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[])
@@ -70,7 +71,7 @@ WITH input AS (
       AND (p.envelope_id = i.envelope_id AND p.claimed_by IS NULL AND p.refunded_at IS NULL) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM packets q
                       WHERE q.envelope_id = i.envelope_id AND q.claimed_by = i.user_id)
-    RETURNING p.id, p.envelope_id, p.amount_cents, p.claimed_by, p.claimed_at, p.order_no
+    RETURNING p.id, p.envelope_id, p.amount_cents, p.claimed_at, p.order_no
 ), totals AS (
     SELECT envelope_id, sum(amount_cents)::bigint AS cents, count(*) AS n,
            count(*) FILTER (WHERE order_no IS NULL) AS no_order
@@ -86,12 +87,10 @@ WITH input AS (
               e.status = 'sold_out' AND e.claimed_cents = e.total_cents AS sold_out
 ), new_events AS (
     SELECT 1 AS kind, a.claimed_at AS at, a.id AS ref, '` + EventPacketClaimed + `' AS type, a.envelope_id,
-           jsonb_build_object('envelope_id', a.envelope_id, 'packet_id', a.id, 'user_id', a.claimed_by,
-               'amount_cents', a.amount_cents, 'order_no', a.order_no,
-               'grabbed_at', ` + jsonTime("a.claimed_at") + `) AS data
+           a.id AS packet_id, NULL::jsonb AS data
     FROM applied a
     UNION ALL
-    SELECT 2, now(), c.id, '` + EventEnvelopeSoldOut + `', c.id,
+    SELECT 2, now(), c.id, '` + EventEnvelopeSoldOut + `', c.id, NULL,
            jsonb_build_object('envelope_id', c.id, 'count', c.count, 'total_cents', c.total_cents)
     FROM changed c WHERE c.sold_out
 )` + eventsTail + `

@@ -23,19 +23,23 @@ import (
 // deliveryHeads walks the pending index one envelope at a time (a loose
 // index scan: one probe per envelope, however many events each has waiting)
 // from envelope $1 on, and keeps the heads that are due and not in $2. The
-// recursive walk is evaluated lazily, so it stops once $3 heads are found.
+// walk is evaluated lazily, so it stops once $3 heads are found.
 const deliveryHeads = `
 WITH RECURSIVE heads AS (
-    (SELECT envelope_id, id, type, data, created_at, attempts, next_attempt_at FROM events
+    (SELECT envelope_id, id, next_attempt_at FROM events
      WHERE delivered_at IS NULL AND envelope_id > $1 ORDER BY envelope_id, id LIMIT 1)
     UNION ALL
     SELECT n.* FROM heads h CROSS JOIN LATERAL (
-        SELECT envelope_id, id, type, data, created_at, attempts, next_attempt_at FROM events
+        SELECT envelope_id, id, next_attempt_at FROM events
         WHERE delivered_at IS NULL AND envelope_id > h.envelope_id ORDER BY envelope_id, id LIMIT 1) n
+), due AS MATERIALIZED (
+    SELECT id FROM heads
+    WHERE (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp()) AND NOT envelope_id = ANY($2)
+    LIMIT $3
 )
-SELECT id, type, envelope_id, data, created_at, attempts FROM heads
-WHERE (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp()) AND NOT envelope_id = ANY($2)
-LIMIT $3`
+SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, m.attempts
+FROM due JOIN event_messages m ON m.id = due.id
+ORDER BY m.envelope_id`
 
 // DeliveryHeads returns up to limit envelopes' first undelivered events
 // whose retry is due, for envelopes above afterEnvelope in id order and not
@@ -106,10 +110,14 @@ func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context
 	}
 	defer tx.Rollback(db) //nolint:errcheck // a no-op after Commit
 	var ev Event
-	err = tx.QueryRow(lockCtx, `SELECT id, type, envelope_id, data, created_at, attempts
-		FROM events WHERE id = $1 AND delivered_at IS NULL
-		  AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
-		FOR UPDATE SKIP LOCKED`, id).Scan(&ev.ID, &ev.Type, &ev.EnvelopeID, &ev.Data, &ev.CreatedAt, &ev.Attempts)
+	err = tx.QueryRow(lockCtx, `
+		WITH locked AS (
+		    SELECT id, attempts FROM events WHERE id = $1 AND delivered_at IS NULL
+		      AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
+		    FOR UPDATE SKIP LOCKED)
+		SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, l.attempts
+		FROM locked l JOIN event_messages m ON m.id = l.id`, id).
+		Scan(&ev.ID, &ev.Type, &ev.EnvelopeID, &ev.Data, &ev.CreatedAt, &ev.Attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeliverySkipped, nil, nil
 	}

@@ -22,9 +22,9 @@ const (
 // trigger on events); the payload is the highest id a statement wrote.
 const EventsChannel = "redpacket_events"
 
-// Event is a row of the events table: a durable fact the campaign backend
-// acts on. ID is its position: ids are unique, handed out without gaps, and
-// become visible in increasing order.
+// Event is an event as the view event_messages shows it: a durable fact the
+// campaign backend acts on. ID is its position: ids are unique, handed out
+// without gaps, and become visible in increasing order.
 type Event struct {
 	ID         int64
 	Type       string
@@ -38,7 +38,8 @@ type Event struct {
 // with the columns
 //
 //	kind int, at timestamptz, ref bigint   (the order of the events within the statement)
-//	type text, envelope_id bigint, data jsonb
+//	type text, envelope_id bigint,
+//	packet_id bigint, data jsonb           (one of the two: see the events table)
 //
 // and appends eventsTail, which takes positions and inserts the rows. Why
 // the positions come from a locked row rather than a sequence is explained in
@@ -59,8 +60,8 @@ const eventsTail = `
     WHERE s.key_name = 'event' AND c.n > 0
     RETURNING s.current_value - c.n AS base
 ), event_rows AS (
-    INSERT INTO events (id, type, envelope_id, data)
-    SELECT p.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.data
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT p.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
     FROM new_events n CROSS JOIN event_pos p
     RETURNING id
 )`
@@ -76,7 +77,7 @@ func jsonTime(expr string) string {
 // id it was given never misses one.
 func (s *Store) EventsAfter(ctx context.Context, after int64, limit int) ([]Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, type, envelope_id, data, created_at, attempts
-		FROM events WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+		FROM event_messages WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events after %d: %w", after, err)
 	}

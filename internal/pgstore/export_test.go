@@ -13,7 +13,8 @@ import (
 func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([]int64, error) {
 	rows, err := tx.Query(ctx, `WITH new_events AS (
 		    SELECT 1 AS kind, now() AS at, g::bigint AS ref, '`+EventEnvelopeSuspended+`' AS type,
-		           $1::bigint AS envelope_id, jsonb_build_object('envelope_id', $1::bigint, 'reason', 'test') AS data
+		           $1::bigint AS envelope_id, NULL::bigint AS packet_id,
+		           jsonb_build_object('envelope_id', $1::bigint, 'reason', 'test') AS data
 		    FROM generate_series(1, $2::int) g
 		)`+eventsTail+`
 		SELECT id FROM event_rows ORDER BY id`, envelopeID, n)

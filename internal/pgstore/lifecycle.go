@@ -83,7 +83,7 @@ WITH changed AS (
     RETURNING id, sender_id, status, total_cents, claimed_cents, refunded_cents, settled_at
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeSettled + `' AS type, id AS envelope_id,
-           jsonb_build_object('envelope_id', id, 'sender_id', sender_id, 'status', status,
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'sender_id', sender_id, 'status', status,
                'total_cents', total_cents, 'claimed_cents', claimed_cents, 'refunded_cents', refunded_cents,
                'settled_at', ` + jsonTime("settled_at") + `) AS data
     FROM changed
@@ -152,7 +152,7 @@ WITH changed AS (
     RETURNING id, suspend_reason, suspended_at
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeSuspended + `' AS type, id AS envelope_id,
-           jsonb_build_object('envelope_id', id, 'reason', suspend_reason,
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'reason', suspend_reason,
                'suspended_at', ` + jsonTime("suspended_at") + `) AS data
     FROM changed
 )` + eventsTail + `
@@ -182,10 +182,10 @@ WITH changed AS (
     RETURNING id, status, count, total_cents
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeRecovered + `' AS type, id AS envelope_id,
-           jsonb_build_object('envelope_id', id, 'action', 'reload', 'status', status) AS data
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'action', 'reload', 'status', status) AS data
     FROM changed
     UNION ALL
-    SELECT 2, now(), id, '` + EventEnvelopeSoldOut + `', id,
+    SELECT 2, now(), id, '` + EventEnvelopeSoldOut + `', id, NULL,
            jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents)
     FROM changed WHERE status = 'sold_out'
 )` + eventsTail + `

@@ -111,7 +111,7 @@ changed AS (
     RETURNING e.id, e.status, b.status AS was, e.count, e.total_cents
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, '` + EventEnvelopeSoldOut + `' AS type, id AS envelope_id,
-           jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents) AS data
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents) AS data
     FROM changed WHERE was = 'loading' AND status = 'sold_out'
 )` + eventsTail + `
 SELECT status FROM changed`
