@@ -128,14 +128,17 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 			Leases: flush.NewLeases(cfg.DatabaseURL, clients.Shards, log),
 		}, log)
 
+	waitEvents, err := startEvents(ctx, cfg, evCfg, pgstore.New(clients.PG), log)
+	if err != nil {
+		return err
+	}
+
 	ops := &http.Server{Handler: opsHandler(clients, log), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() {
 		served <- daemon.Serve(ctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout)
 		stop() // the probes are gone (say, the port is taken): stop rather than run unseen
 	}()
-
-	waitEvents := startEvents(ctx, cfg, evCfg, pgstore.New(clients.PG), log)
 
 	// Run returns after finishing the batch in hand once ctx is cancelled.
 	runErr := f.Run(ctx)
