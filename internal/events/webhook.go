@@ -106,9 +106,14 @@ type turnDone struct {
 	progressed bool
 }
 
-// minQueryGap keeps a stream of commits from turning into a stream of
-// queries for work.
-const minQueryGap = 20 * time.Millisecond
+// Looking for work costs a probe per envelope with undelivered events, which
+// adds up while a receiver is down and every envelope waits in backoff. So a
+// stream of commits does not turn into a stream of such queries: the next
+// one waits at least minQueryGap, and ten times as long as the last took.
+const (
+	minQueryGap    = 20 * time.Millisecond
+	queryGapFactor = 10
+)
 
 // Run sends until ctx ends, then waits for the requests in flight (each
 // bounded by Timeout) and returns.
@@ -119,17 +124,18 @@ func (w *Webhook) Run(ctx context.Context) {
 	done := make(chan turnDone)
 	poll := time.NewTicker(w.cfg.Poll)
 	defer poll.Stop()
-	var lastQuery time.Time
+	var nextQuery time.Time
 	var soon <-chan time.Time
 	look := true
 	for {
 		changed := w.changed()
 		if look && len(busy) < w.cfg.Workers {
-			if gap := minQueryGap - time.Since(lastQuery); gap > 0 {
-				soon = time.After(gap)
+			if wait := time.Until(nextQuery); wait > 0 {
+				soon = time.After(wait)
 			} else {
-				lastQuery = time.Now()
+				start := time.Now()
 				w.dispatch(ctx, busy, done)
+				nextQuery = start.Add(max(minQueryGap, queryGapFactor*time.Since(start)))
 			}
 		}
 		look = false
