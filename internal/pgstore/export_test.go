@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -22,4 +23,24 @@ func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// ApplyClaimsWithoutEvents applies a batch with the claims statement cut
+// before its events, as it was before the outbox: a same-run reference for
+// what writing the events costs. It returns how many claims it applied.
+func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (int, error) {
+	stmt := applyClaims[:strings.Index(applyClaims, "), new_events AS (")] + ")\nSELECT id, n, no_order, sold_out FROM changed"
+	var res ApplyResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, stmt, columns(claims)...)
+		if err != nil {
+			return err
+		}
+		_, _, err = collectApplied(rows, &res)
+		return err
+	})
+	return res.Applied, err
 }
