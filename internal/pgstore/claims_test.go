@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -439,5 +440,13 @@ func TestMaxOrderSeq(t *testing.T) {
 		if got, err := s.MaxOrderSeq(ctxT(t), date, 10); err != nil || got != want {
 			t.Errorf("MaxOrderSeq(%s) = %d, %v; want %d", date, got, err, want)
 		}
+	}
+}
+
+func TestTrustingStatementDropsOnlyTheGuards(t *testing.T) {
+	t.Parallel()
+	if strings.Contains(pgstore.ApplyClaimsTrusting, "EXISTS") || !strings.Contains(pgstore.ApplyClaimsTrusting, "order_no = i.order_no") ||
+		len(pgstore.ApplyClaimsTrusting) >= len(pgstore.ApplyClaimsGuarded) {
+		t.Fatalf("the statement without guards still has them, or lost more:\n%s", pgstore.ApplyClaimsTrusting)
 	}
 }

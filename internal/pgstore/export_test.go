@@ -44,3 +44,9 @@ func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (i
 	})
 	return res.Applied, err
 }
+
+// The claim statements, for tests.
+var (
+	ApplyClaimsTrusting = applyClaimsTrusting
+	ApplyClaimsGuarded  = applyClaims
+)
