@@ -1,0 +1,604 @@
+package e2e_test
+
+// The failover scenario (failover_test.go): both daemons on a private Redis
+// Cluster, a grab load, one master SIGKILLed mid-load, its replica promoted,
+// more load; then what the answers, PostgreSQL, Redis and `flusher audit`
+// say about it.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
+)
+
+// failoverSpec shapes one run of the scenario.
+type failoverSpec struct {
+	WaitReplicas int // GRAB_WAIT_REPLICAS (GRAB_WAIT_TIMEOUT is the default, 100 ms)
+	// RestartVictim starts the killed master again once its replica is
+	// promoted: it comes back empty, as a replica of the new master (what a
+	// process supervisor restarting the crashed node does).
+	RestartVictim bool
+	// CutReplica, when not 0, cuts the victim's replica off that long before
+	// the master is killed: the replica is SIGSTOPped (so it cannot
+	// reconnect) and the master drops its replication link (CLIENT KILL TYPE
+	// replica); the replica is SIGCONTed right after the kill. The master
+	// goes on acknowledging writes that only its memory holds: the window a
+	// slow or broken replication link opens. 0 kills the master with its
+	// replica in step.
+	CutReplica time.Duration
+	// PauseFlusher SIGSTOPs the flusher with the replica (CutReplica) and
+	// SIGCONTs it once the replica is promoted: a flusher running behind, so
+	// that nothing the master acknowledged during the cut reached
+	// PostgreSQL.
+	PauseFlusher bool
+	Tag          string // user ids of the load
+}
+
+// failoverResult is what a run saw.
+type failoverResult struct {
+	stack                      *faultStack
+	log                        *loadLog
+	ids                        []int64 // the envelopes
+	onVictim                   map[int64]bool
+	victim, replica, idsMaster string
+
+	killed          time.Time
+	promotedAfter   time.Duration // kill to promotion seen by every survivor
+	reattachedAfter time.Duration // kill to the restarted victim replicating the new master (RestartVictim)
+	readyAfter      time.Duration // kill to promotion, or to reattachment with RestartVictim
+	resumedAfter    time.Duration // kill to the first 200 of a grab of the victim's shards sent after readyAfter (-1 never)
+	drainedAfter    time.Duration // load end to every shard's queue empty
+	undrained       string        // claims left in Redis when the wait for them ended
+
+	// Answers compared with PostgreSQL.
+	answered  int                   // users answered 200 (first answer of each user of each envelope)
+	inPG      int                   // of them, PostgreSQL holds the packet answered
+	lost      []grabEvent           // answered 200; PostgreSQL holds no packet of the envelope for the user
+	differ    []grabEvent           // answered 200; PostgreSQL holds another packet for the user
+	twice     map[int64][]grabEvent // packets answered 200 to more than one user
+	unknownPG int                   // claims in PostgreSQL of users who never had a definitive answer
+	strangers []string              // claims in PostgreSQL of users never answered that packet nor left unknown
+
+	conflicts []string         // claim_conflicts rows
+	status    map[int64]string // envelope statuses after the run
+	reasons   map[int64]string // suspend reasons
+	audit     auditOutcome
+}
+
+// auditOutcome is `flusher audit -all -json`.
+type auditOutcome struct {
+	Code       int
+	OK         bool    `json:"ok"`
+	Suspended  []int64 `json:"suspended"`
+	Conflicts  int     `json:"conflicts"`
+	Violations []struct {
+		EnvelopeID int64  `json:"envelope_id"`
+		Check      string `json:"check"`
+		Detail     string `json:"detail"`
+	} `json:"violations"`
+}
+
+// visible tells whether an operator is told about the envelope: it is
+// suspended, or the audit reports a violation of it.
+func (r *failoverResult) visible(env int64) bool {
+	if r.status[env] == "suspended" {
+		return true
+	}
+	for _, v := range r.audit.Violations {
+		if v.EnvelopeID == env {
+			return true
+		}
+	}
+	return false
+}
+
+// runFailover runs the scenario. It fails the test only when the run itself
+// cannot go on (a daemon or the cluster misbehaving before the checks); the
+// caller judges the outcome.
+func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
+	t.Helper()
+	pc := startPrivateCluster(t, 1000*time.Millisecond)
+	dbURL := testenv.PostgresURL(t)
+	const prefix = "rp" // the cluster is the test's own
+	grabberAddr, flusherAddr := freeAddr(t), freeAddr(t)
+	env := append(faultEnv(dbURL, "redis://127.0.0.1:1/0", prefix, grabberAddr, flusherAddr),
+		"REDIS_CLUSTER_ADDRS="+strings.Join(pc.addrs, ","),
+		"GRAB_WAIT_REPLICAS="+strconv.Itoa(spec.WaitReplicas))
+	s := &faultStack{db: dbURL, env: env, base: "http://" + grabberAddr, flusherURL: "http://" + flusherAddr}
+	s.flusher = start(t, "flusher", env)
+	waitReady(t, s.flusherURL+"/readyz")
+	s.grabber = start(t, "grabber", env)
+	waitReady(t, s.base+"/readyz")
+
+	// Six envelopes on six consecutive shards, spread over the masters.
+	_, ids := s.createEnvelopes(t, 3600, 3000, 3000, 3000, 3000, 3000, 3000)
+	r := &failoverResult{stack: s, ids: ids, onVictim: map[int64]bool{}, resumedAfter: -1}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The test's own client reads the slot map again every half second, so
+	// that it follows the failover whatever the daemons do.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: pc.addrs, ClusterStateReloadInterval: 500 * time.Millisecond})
+	defer rdb.Close()
+	keys := redisstore.NewKeys(prefix, 16)
+	masterOf := func(key string) string {
+		n, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatalf("master of %s: %v", key, err)
+		}
+		return n.Options().Addr
+	}
+	// The victim: the master serving the most of the envelopes' shards,
+	// other than the one holding the identifier counters ({rp:ids}), so the
+	// run is about grabs.
+	r.idsMaster = masterOf(keys.OrderGuard())
+	perMaster := map[string][]int64{}
+	for _, id := range ids {
+		m := masterOf(keys.Meta(id))
+		perMaster[m] = append(perMaster[m], id)
+	}
+	for m, es := range perMaster {
+		if m != r.idsMaster && (r.victim == "" || len(es) > len(perMaster[r.victim]) ||
+			(len(es) == len(perMaster[r.victim]) && m < r.victim)) {
+			r.victim = m
+		}
+	}
+	if r.victim == "" {
+		t.Fatalf("every envelope is on the master of the identifiers (%s): %v", r.idsMaster, perMaster)
+	}
+	for _, id := range perMaster[r.victim] {
+		r.onVictim[id] = true
+	}
+	replica, err := pc.replicaOf(ctx, r.victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.replica = replica
+	t.Logf("victim master %s (replica %s) serves envelopes %v; identifiers on %s; envelopes per master %v",
+		r.victim, replica, perMaster[r.victim], r.idsMaster, perMaster)
+
+	load := startLoad(t, s.base, ids, loadSpec{Workers: 6, For: 40 * time.Second, Max: 1 << 30, Pace: 3 * time.Millisecond, Tag: spec.Tag})
+	time.Sleep(time.Second) // load before the fault
+
+	if spec.CutReplica > 0 {
+		// The replica stops reading and the master drops its link: what the
+		// master does from now on reaches only its own memory.
+		if spec.PauseFlusher {
+			if err := s.flusher.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.flusher.cmd.Process.Signal(syscall.SIGCONT) })
+		}
+		pc.signal(t, replica, syscall.SIGSTOP)
+		t.Cleanup(func() {
+			if pc.pids[replica] != 0 {
+				pc.signal(t, replica, syscall.SIGCONT) // harmless if running
+			}
+		})
+		c := redis.NewClient(&redis.Options{Addr: r.victim})
+		err := c.ClientKillByFilter(ctx, "TYPE", "replica").Err()
+		_ = c.Close()
+		if err != nil {
+			t.Fatalf("cut the replication link of %s: %v", r.victim, err)
+		}
+		time.Sleep(spec.CutReplica)
+	}
+	pc.kill(t, r.victim)
+	r.killed = time.Now()
+	if spec.CutReplica > 0 {
+		pc.signal(t, replica, syscall.SIGCONT)
+	}
+	if err := pc.waitPromoted(ctx, r.victim, replica, 20*time.Second); err != nil {
+		load.halt()
+		t.Fatalf("after the kill of %s: %v", r.victim, err)
+	}
+	promoted := time.Now()
+	r.promotedAfter = promoted.Sub(r.killed)
+	if spec.PauseFlusher {
+		if err := s.flusher.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb.ReloadState(ctx)
+	ready := promoted // from when the victim's shards can serve grabs again
+	if spec.RestartVictim {
+		pc.restart(t, r.victim)
+		if err := pc.waitReplicaOf(ctx, r.victim, replica, 20*time.Second); err != nil {
+			load.halt()
+			t.Fatalf("restarted %s: %v", r.victim, err)
+		}
+		ready = time.Now()
+		r.reattachedAfter = ready.Sub(r.killed)
+	}
+
+	// Load on until grabs of the victim's shards are answered 200 again for
+	// a second, every one of its envelopes is suspended (their grabs answer
+	// 503 until an operator acts), or 5 s after they could be answered.
+	db := connectTestDB(t, dbURL)
+	deadline := ready.Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if r.resumedAfter < 0 {
+			for _, e := range load.log.eventsCopy() {
+				if e.Status == 200 && r.onVictim[e.Env] && e.Sent.After(ready) {
+					r.resumedAfter = e.Got.Sub(r.killed)
+					deadline = e.Got.Add(time.Second)
+					break
+				}
+			}
+			suspended := 0
+			for id := range r.onVictim {
+				if readEnvelopeState(t, db, id).Status == "suspended" {
+					suspended++
+				}
+			}
+			if suspended == len(r.onVictim) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.readyAfter = ready.Sub(r.killed)
+	r.log = load.halt()
+	loadEnd := time.Now()
+	// Users without a definitive answer ask again; every claim Redis still
+	// holds must reach PostgreSQL. Shorter when the grabs never came back:
+	// the daemons are not going to catch up.
+	settle := 10 * time.Second
+	if r.resumedAfter < 0 {
+		settle = 2 * time.Second
+	}
+	r.resolve(t, db, settle)
+	if err := waitQueuesEmpty(ctx, rdb, keys, settle); err != nil {
+		r.undrained = err.Error()
+	}
+	r.drainedAfter = time.Since(loadEnd)
+
+	r.compare(t, db)
+	r.audit = runAuditJSON(t, env)
+	return r
+}
+
+// resolve asks again for every user whose grab had no definitive answer,
+// until each has one or d passes, as loadLog.resolve does, leaving out the
+// users of suspended envelopes: those answer 503 until an operator acts.
+func (r *failoverResult) resolve(t *testing.T, db *pgx.Conn, d time.Duration) {
+	t.Helper()
+	client := grabClient()
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		suspended := map[int64]bool{}
+		for _, id := range r.ids {
+			suspended[id] = readEnvelopeState(t, db, id).Status == "suspended"
+		}
+		var pending []envUser
+		for _, k := range r.log.unknownUsers() {
+			if !suspended[k.env] {
+				pending = append(pending, k)
+			}
+		}
+		if len(pending) == 0 {
+			return
+		}
+		for _, k := range pending {
+			e := grabOnce(client, r.stack.base, k.env, k.user)
+			e.Retry = true
+			r.log.record(e)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitQueuesEmpty waits until no shard has claims queued or in flight.
+func waitQueuesEmpty(ctx context.Context, rdb *redis.ClusterClient, keys redisstore.Keys, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		for sh := range keys.Shards() {
+			for _, k := range []string{keys.Consumed(sh), keys.Inflight(sh)} {
+				n, err := rdb.LLen(ctx, k).Result()
+				if err != nil {
+					left = append(left, fmt.Sprintf("%s: %v", k, err))
+				} else if n > 0 {
+					left = append(left, fmt.Sprintf("%s: %d", k, n))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("claims still in redis %s after the load: %s", d, strings.Join(left, ", "))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// compare reads the envelopes' claims, statuses and conflicts from
+// PostgreSQL and sets them against the answers.
+func (r *failoverResult) compare(t *testing.T, db *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	type row struct {
+		packet, amount int64
+		order          string
+	}
+	have := map[envUser]row{}
+	rows, err := db.Query(ctx, `SELECT envelope_id, claimed_by, id, amount_cents, coalesce(order_no, '')
+		FROM packets WHERE envelope_id = ANY($1) AND claimed_by IS NOT NULL`, r.ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env int64
+	var user string
+	var c row
+	if _, err := pgx.ForEachRow(rows, []any{&env, &user, &c.packet, &c.amount, &c.order}, func() error {
+		have[envUser{env, user}] = c
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	l := r.log
+	l.mu.Lock()
+	r.answered = len(l.granted)
+	for k, g := range l.granted {
+		c, ok := have[k]
+		switch {
+		case !ok:
+			r.lost = append(r.lost, g)
+		case c.packet != g.Packet || c.amount != g.Amount:
+			r.differ = append(r.differ, g)
+		default:
+			r.inPG++
+		}
+	}
+	for k, c := range have {
+		if g, ok := l.granted[k]; ok && g.Packet == c.packet {
+			continue
+		}
+		if l.unknown[k] {
+			r.unknownPG++
+			continue
+		}
+		if _, ok := l.granted[k]; !ok {
+			r.strangers = append(r.strangers, fmt.Sprintf("envelope %d: packet %d claimed by %s, never answered to that user", k.env, c.packet, k.user))
+		}
+	}
+	r.twice = map[int64][]grabEvent{}
+	owners := map[int64]map[string]grabEvent{}
+	for _, e := range l.events {
+		if e.Status != 200 {
+			continue
+		}
+		if owners[e.Packet] == nil {
+			owners[e.Packet] = map[string]grabEvent{}
+		}
+		if _, ok := owners[e.Packet][e.User]; !ok {
+			owners[e.Packet][e.User] = e
+		}
+	}
+	l.mu.Unlock()
+	for p, us := range owners {
+		if len(us) > 1 {
+			for _, e := range us {
+				r.twice[p] = append(r.twice[p], e)
+			}
+			sort.Slice(r.twice[p], func(i, j int) bool { return r.twice[p][i].Got.Before(r.twice[p][j].Got) })
+		}
+	}
+	byGot := func(es []grabEvent) { sort.Slice(es, func(i, j int) bool { return es[i].Got.Before(es[j].Got) }) }
+	byGot(r.lost)
+	byGot(r.differ)
+
+	r.status, r.reasons = map[int64]string{}, map[int64]string{}
+	for _, id := range r.ids {
+		st := readEnvelopeState(t, db, id)
+		r.status[id], r.reasons[id] = st.Status, st.SuspendReason
+	}
+	rows, err = db.Query(ctx, `SELECT envelope_id, packet_id, user_id, reason FROM claim_conflicts ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packet int64
+	var reason string
+	if _, err := pgx.ForEachRow(rows, []any{&env, &packet, &user, &reason}, func() error {
+		r.conflicts = append(r.conflicts, fmt.Sprintf("envelope %d packet %d user %s: %s", env, packet, user, reason))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runAuditJSON runs `flusher audit -all -json` (bounded by a minute).
+func runAuditJSON(t *testing.T, env []string) auditOutcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "flusher"), "audit", "-all", "-json")
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var a auditOutcome
+	if ee, ok := err.(*exec.ExitError); ok {
+		a.Code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("flusher audit: %v", err)
+	}
+	if a.Code > 1 || json.Unmarshal(stdout.Bytes(), &a) != nil {
+		t.Fatalf("flusher audit -all -json: exit %d\n%s\n%s", a.Code, stdout.String(), stderr.String())
+	}
+	return a
+}
+
+// report logs what the run saw, for the test log.
+func (r *failoverResult) report(t *testing.T) {
+	t.Helper()
+	t.Logf("kill of %s: replica %s promoted after %s; restarted victim replicating it after %s; first 200 of a grab of the victim's shards sent after %s: %s after the kill; queues drained %s after the load (%s)",
+		r.victim, r.replica, r.promotedAfter.Round(time.Millisecond), r.reattachedAfter.Round(time.Millisecond),
+		r.readyAfter.Round(time.Millisecond), durOrNever(r.resumedAfter), r.drainedAfter.Round(time.Millisecond), orText(r.undrained, "all"))
+	t.Logf("load: %s", r.log.summary())
+	firstRepeat := 0
+	for _, e := range r.log.eventsCopy() {
+		if e.Status == 200 && e.Repeat && !e.Retry {
+			if firstRepeat++; firstRepeat <= 5 {
+				t.Logf("first request of user %s (envelope %d) answered as a repeat, packet %d, at %s relative to the kill",
+					e.User, e.Env, e.Packet, rel(e.Got, r.killed))
+			}
+		}
+	}
+	if firstRepeat > 0 {
+		t.Logf("%d first requests answered as repeats", firstRepeat)
+	}
+	phases := r.phaseCounts()
+	t.Logf("answers to grabs of the victim's envelopes by phase: %s", phases)
+	t.Logf("answered 200: %d users; in postgres as answered: %d; lost (not in postgres): %d; postgres holds another packet: %d; packets answered to two users: %d; claims of users with no definitive answer: %d; claims never answered: %d",
+		r.answered, r.inPG, len(r.lost), len(r.differ), len(r.twice), r.unknownPG, len(r.strangers))
+	for i, e := range r.lost {
+		if i == 10 {
+			t.Logf("... %d lost in all", len(r.lost))
+			break
+		}
+		t.Logf("lost: envelope %d (%s) user %s packet %d, sent %s, answered %s relative to the kill",
+			e.Env, r.status[e.Env], e.User, e.Packet, rel(e.Sent, r.killed), rel(e.Got, r.killed))
+	}
+	for i, e := range r.differ {
+		if i == 10 {
+			t.Logf("... %d in all", len(r.differ))
+			break
+		}
+		t.Logf("postgres holds another packet: envelope %d (%s) user %s answered packet %d at %s relative to the kill",
+			e.Env, r.status[e.Env], e.User, e.Packet, rel(e.Got, r.killed))
+	}
+	n := 0
+	for p, es := range r.twice {
+		if n++; n > 10 {
+			t.Logf("... %d packets in all", len(r.twice))
+			break
+		}
+		var who []string
+		for _, e := range es {
+			who = append(who, fmt.Sprintf("%s at %s", e.User, rel(e.Got, r.killed)))
+		}
+		t.Logf("packet %d of envelope %d (%s) answered to %s", p, es[0].Env, r.status[es[0].Env], strings.Join(who, " and "))
+	}
+	for i, s := range r.strangers {
+		if i == 10 {
+			break
+		}
+		t.Logf("stranger: %s", s)
+	}
+	var st []string
+	for _, id := range r.ids {
+		s := fmt.Sprintf("%d:%s", id, r.status[id])
+		if r.onVictim[id] {
+			s += "(victim)"
+		}
+		if r.reasons[id] != "" {
+			s += fmt.Sprintf(" [%s]", r.reasons[id])
+		}
+		st = append(st, s)
+	}
+	t.Logf("envelopes: %s", strings.Join(st, ", "))
+	for i, c := range r.conflicts {
+		if i == 10 {
+			t.Logf("... %d claim conflicts in all", len(r.conflicts))
+			break
+		}
+		t.Logf("claim conflict: %s", c)
+	}
+	t.Logf("audit: exit %d, ok %v, %d violations, %d conflicts, suspended %v", r.audit.Code, r.audit.OK,
+		len(r.audit.Violations), r.audit.Conflicts, r.audit.Suspended)
+	for i, v := range r.audit.Violations {
+		if i == 10 {
+			t.Logf("... %d violations in all", len(r.audit.Violations))
+			break
+		}
+		t.Logf("audit violation: envelope %d %s: %s", v.EnvelopeID, v.Check, v.Detail)
+	}
+}
+
+// phaseCounts counts the answers to grabs of the victim's envelopes by when
+// they were sent: before the kill, until the replica's promotion, until the
+// restarted victim replicates the new master (RestartVictim), and after.
+func (r *failoverResult) phaseCounts() string {
+	promoted, ready := r.killed.Add(r.promotedAfter), r.killed.Add(r.readyAfter)
+	phase := func(e grabEvent) string {
+		switch {
+		case e.Sent.Before(r.killed):
+			return "before"
+		case e.Sent.Before(promoted):
+			return "outage"
+		case e.Sent.Before(ready):
+			return "unreplicated"
+		}
+		return "after"
+	}
+	counts := map[string]map[string]int{}
+	for _, e := range r.log.eventsCopy() {
+		if !r.onVictim[e.Env] {
+			continue
+		}
+		p := phase(e)
+		if counts[p] == nil {
+			counts[p] = map[string]int{}
+		}
+		counts[p][e.key()]++
+	}
+	var b strings.Builder
+	for _, p := range []string{"before", "outage", "unreplicated", "after"} {
+		if counts[p] == nil {
+			continue
+		}
+		var ks []string
+		for k := range counts[p] {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		fmt.Fprintf(&b, " %s{", p)
+		for i, k := range ks {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			fmt.Fprintf(&b, "[%s]=%d", k, counts[p][k])
+		}
+		b.WriteString("}")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func rel(at, ref time.Time) string {
+	return fmt.Sprintf("%+dms", at.Sub(ref).Milliseconds())
+}
+
+func durOrNever(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func orText(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
