@@ -112,8 +112,11 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 	}
 	defer clients.Close()
 
+	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
+	// With GRAB_WAIT_REPLICAS, only claims the replicas hold are written.
+	rs.WaitForReplicas(cfg.GrabWaitReplicas, cfg.GrabWaitTimeout)
 	f := flush.New(
-		redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards),
+		rs,
 		pgstore.New(clients.PG),
 		flush.Config{
 			BatchSize:   cfg.FlushBatchSize,

@@ -132,9 +132,12 @@ func (c *coalescer) send(batch []*pendingGrab) {
 	defer cancel()
 	calls := groupByShard(batch)
 	c.run(ctx, calls)
-	if noScript(calls) {
+	// Only the calls that did not run are sent again: the others granted
+	// packets, and running them twice would answer their users' first grabs
+	// as repeats.
+	if again := noScript(calls); len(again) > 0 {
 		if err := c.loadScript(ctx); err == nil {
-			c.run(ctx, calls)
+			c.run(ctx, again)
 		}
 	}
 	for _, sc := range calls {
@@ -190,7 +193,8 @@ func (c *coalescer) run(ctx context.Context, calls []*shardCall) {
 	var wg sync.WaitGroup
 	for node, group := range byNode {
 		wg.Go(func() {
-			wait := redis.NewIntCmd(ctx, "WAIT", n, timeout.Milliseconds())
+			// WAIT 0 would block until the pipeline's own timeout.
+			wait := redis.NewIntCmd(ctx, "WAIT", n, max(timeout.Milliseconds(), 1))
 			c.pipeline(ctx, node, group, wait)
 			if got, err := wait.Result(); err != nil || got < int64(n) {
 				for _, sc := range group {
@@ -205,15 +209,10 @@ func (c *coalescer) run(ctx context.Context, calls []*shardCall) {
 // nodes groups the calls by the master that holds their shard.
 func (c *coalescer) nodes(ctx context.Context, calls []*shardCall) (map[redis.Cmdable][]*shardCall, error) {
 	out := map[redis.Cmdable][]*shardCall{}
-	cluster, ok := c.store.rdb.(*redis.ClusterClient)
-	if !ok {
-		out[c.store.rdb] = calls
-		return out, nil
-	}
 	for _, sc := range calls {
-		node, err := cluster.MasterForKey(ctx, c.store.keys.Consumed(sc.grabs[0].call.shard))
+		node, err := c.store.master(ctx, sc.grabs[0].call.shard)
 		if err != nil {
-			return nil, fmt.Errorf("grab: master of shard %d: %w", sc.grabs[0].call.shard, err)
+			return nil, fmt.Errorf("grab: %w", err)
 		}
 		out[node] = append(out[node], sc)
 	}
@@ -252,11 +251,15 @@ func (c *coalescer) pipeline(ctx context.Context, node redis.Cmdable, calls []*s
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 }
 
-func noScript(calls []*shardCall) bool {
+// noScript returns the calls Redis refused because it does not know the
+// script (a restarted Redis, or a replica just promoted: the script cache is
+// not replicated); they did not run.
+func noScript(calls []*shardCall) []*shardCall {
+	var out []*shardCall
 	for _, sc := range calls {
 		if err := sc.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			return true
+			out = append(out, sc)
 		}
 	}
-	return false
+	return out
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -12,7 +13,12 @@ import (
 func Connect(ctx context.Context, url string, clusterAddrs []string, poolSize int) (redis.UniversalClient, error) {
 	var c redis.UniversalClient
 	if len(clusterAddrs) > 0 {
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, PoolSize: poolSize})
+		c = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: clusterAddrs, PoolSize: poolSize,
+			// A dead master answers no MOVED, so only this reload finds its
+			// promoted replica: every second, not the default minute.
+			ClusterStateReloadInterval: time.Second,
+		})
 	} else {
 		opts, err := redis.ParseURL(url)
 		if err != nil {

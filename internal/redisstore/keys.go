@@ -14,6 +14,7 @@ import "strconv"
 //	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>"
 //	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
 //	{<prefix>:s<shard>}:rejected             list: queued claims the flusher could not read
+//	{<prefix>:s<shard>}:taken                string: when the flusher last took a batch waiting for replicas
 //	{<prefix>:s<shard>}:epoch                string: token the flusher also keeps in PostgreSQL;
 //	                                         gone or different means the shard lost its data
 //
@@ -67,6 +68,10 @@ func (k Keys) Inflight(shard int) string { return k.tag(shard) + ":inflight" }
 
 // Rejected is the shard's list of queued claims the flusher could not read.
 func (k Keys) Rejected(shard int) string { return k.tag(shard) + ":rejected" }
+
+// Taken is written with every batch the flusher takes while it waits for
+// replicas, so the wait covers the take even when it moved nothing.
+func (k Keys) Taken(shard int) string { return k.tag(shard) + ":taken" }
 
 // Epoch is the shard's token: the flusher keeps the same one in PostgreSQL,
 // so a shard whose token vanished is known to have lost its data.

@@ -38,13 +38,59 @@ func ParseQueued(raw string) (QueuedClaim, error) {
 // unacknowledged if any, else up to max of the oldest queued claims, moved
 // atomically into the in-flight list. The batch stays there until Ack, so a
 // flusher that dies before acknowledging loses nothing.
+//
+// With WaitForReplicas, the batch is returned only once the shard's replicas
+// hold it (and so every grab before it), else ErrNotReplicated: a claim is
+// never made durable in PostgreSQL while a failover could still take it back
+// out of Redis and grant its packet again.
 func (s *Store) Take(ctx context.Context, shard, max int) ([]string, error) {
 	keys := []string{s.keys.Consumed(shard), s.keys.Inflight(shard)}
+	if s.waitReplicas > 0 {
+		return s.takeReplicated(ctx, shard, keys, max)
+	}
 	raw, err := takeScript.Run(ctx, s.rdb, keys, max).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("take claims of shard %d: %w", shard, err)
 	}
 	return raw, nil
+}
+
+// takeReplicated runs the take, one write of its own (the take writes
+// nothing when it hands back a batch already in flight) and WAIT on one
+// connection to the shard's master: WAIT counts the replicas holding this
+// connection's last write, and the replication stream is in order.
+func (s *Store) takeReplicated(ctx context.Context, shard int, keys []string, size int) ([]string, error) {
+	node, err := s.master(ctx, shard)
+	if err != nil {
+		return nil, err
+	}
+	pipe := node.Pipeline()
+	take := takeScript.Eval(ctx, pipe, keys, size)
+	pipe.Set(ctx, s.keys.Taken(shard), time.Now().UnixMilli(), 0)
+	wait := pipe.Do(ctx, "WAIT", s.waitReplicas, max(s.waitTimeout.Milliseconds(), 1))
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	raw, err := take.StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("take claims of shard %d: %w", shard, err)
+	}
+	if n, err := wait.Int(); err != nil || n < s.waitReplicas {
+		return nil, fmt.Errorf("take claims of shard %d: %w: %d of %d replicas (%v)",
+			shard, ErrNotReplicated, n, s.waitReplicas, err)
+	}
+	return raw, nil
+}
+
+// master is the client of the master holding a shard's keys.
+func (s *Store) master(ctx context.Context, shard int) (redis.Cmdable, error) {
+	cluster, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return s.rdb, nil
+	}
+	node, err := cluster.MasterForKey(ctx, s.keys.Consumed(shard))
+	if err != nil {
+		return nil, fmt.Errorf("master of shard %d: %w", shard, err)
+	}
+	return node, nil
 }
 
 // Ack drops the shard's in-flight batch once it is durable in PostgreSQL,

@@ -68,3 +68,29 @@ func TestGrabWaitWithoutReplicas(t *testing.T) {
 		t.Fatalf("grab = %v, want ErrNotReplicated", err)
 	}
 }
+
+// The flusher side: a batch is handed out only once the replicas hold it.
+func TestClusterTakeWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.RedisCluster(t)
+	s := redisstore.New(rdb, prefix, 16)
+	ctx := ctxT(t)
+	now := time.Now()
+	load(t, s, 3, 5, now)
+	for u := range 3 {
+		if _, err := s.Grab(ctx, 3, fmt.Sprintf("u%d", u), now, orderNo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shard := s.Keys().Shard(3)
+	strict := redisstore.New(rdb, prefix, 16)
+	strict.WaitForReplicas(2, 50*time.Millisecond)
+	if _, err := strict.Take(ctx, shard, 10); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("take asking for 2 replicas of 1 = %v, want ErrNotReplicated", err)
+	}
+	s.WaitForReplicas(1, 2*time.Second)
+	batch, err := s.Take(ctx, shard, 10)
+	if err != nil || len(batch) != 3 {
+		t.Fatalf("take with one replica = %d claims, %v; want the 3 (the refused take left them in flight)", len(batch), err)
+	}
+}
