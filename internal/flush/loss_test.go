@@ -181,10 +181,85 @@ func TestRepairGivesUpOldLoadingEnvelope(t *testing.T) {
 	// The creator of envelope 1 wakes up and loads it: nothing is offered.
 	e1, _ := s.PG.Envelope(ctx, 1)
 	loaded, err := s.Redis.LoadEnvelope(ctx, 1, e1.ExpiresAt, 30, []redisstore.Packet{{ID: 100, AmountCents: 10}})
-	if err != nil || loaded {
-		t.Fatalf("late load of a failed envelope = %v, %v; want no change", loaded, err)
+	if !errors.Is(err, redisstore.ErrGivenUp) || loaded {
+		t.Fatalf("late load of a failed envelope = %v, %v; want ErrGivenUp", loaded, err)
 	}
 	if _, err := s.Svc.Grab(ctx, 1, "u"); !errors.Is(err, grab.ErrExpired) {
 		t.Fatalf("grab of a failed envelope = %v, want ErrExpired", err)
+	}
+}
+
+// A suspended envelope stays closed to loads and grabs: a slow creator's late
+// load is refused, and a recovery cut off between its Redis and PostgreSQL
+// steps is suspended again before the next try acts.
+func TestSuspendedStaysClosed(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	id, claims := suspendedByLoss(t, s, f)
+	e, _ := s.PG.Envelope(ctx, id)
+	if _, err := s.Redis.LoadEnvelope(ctx, id, e.ExpiresAt, e.TotalCents,
+		[]redisstore.Packet{{ID: 1, AmountCents: 1}}); !errors.Is(err, redisstore.ErrGivenUp) {
+		t.Fatalf("late load of a suspended envelope = %v, want ErrGivenUp", err)
+	}
+	if _, err := s.Svc.Grab(ctx, id, "newcomer"); !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("grab = %v, want ErrUnavailable", err)
+	}
+	// A reload whose PostgreSQL step never ran: Redis open, PostgreSQL suspended.
+	plan, err := f.PlanRecovery(ctx, id, ActionReload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reload(ctx, plan.Envelope); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Svc.Grab(ctx, id, "slipped-in"); err != nil {
+		t.Fatalf("grab while Redis was open again: %v", err)
+	}
+	if _, err := f.Recover(ctx, plan); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("recovery with a grab queued since the plan = %v, want ErrBlocked", err)
+	}
+	if _, err := s.Svc.Grab(ctx, id, "another"); !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("grab after the refused recovery = %v, want ErrUnavailable (suspended again)", err)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plan, _ = f.PlanRecovery(ctx, id, ActionRefund)
+	if st, err := f.Recover(ctx, plan); err != nil || st != "settled" {
+		t.Fatalf("refund = %q, %v", st, err)
+	}
+	if l := readLedger(t, s, id); l.claimedPackets != len(claims)+1 || l.claimed+l.refunded != l.total {
+		t.Fatalf("ledger %+v: want the %d earlier claims and the one that slipped in, the rest refunded", l, len(claims))
+	}
+}
+
+func TestGivingUpCanBeRepeated(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	if err := f.Upkeep(ctx, false); err != nil { // epochs
+		t.Fatal(err)
+	}
+	insertLoading(t, s, 1, s.Clock.Now().Add(-11*time.Minute))
+	epochs, err := s.Redis.Epochs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Redis step ran, then the flusher died before PostgreSQL's.
+	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, time.Hour); err != nil || loaded {
+		t.Fatalf("Fail = %v, %v", loaded, err)
+	}
+	if err := f.Upkeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, 1); got != "failed" {
+		t.Fatalf("envelope given up half-way is %s after the next round, want failed", got)
+	}
+	e, _ := s.PG.Envelope(ctx, 1)
+	if _, err := s.Redis.LoadEnvelope(ctx, 1, e.ExpiresAt, 30, []redisstore.Packet{{ID: 100, AmountCents: 10}}); !errors.Is(err, redisstore.ErrGivenUp) {
+		t.Fatalf("late load of a failed envelope = %v, want ErrGivenUp", err)
 	}
 }

@@ -93,6 +93,20 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (string, error) {
 		return "", fmt.Errorf("%w: %s", ErrBlocked, p.Blocked)
 	}
 	id := p.Envelope.ID
+	// Stop grants first: Redis may show the envelope open again (a recovery
+	// cut off between its steps, or a slow creator's late load). Only then
+	// can no claim be on its way that the plan did not count.
+	if _, err := f.redis.Suspend(ctx, id); err != nil {
+		return "", err
+	}
+	queued, err := f.redis.Queued(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if queued > 0 {
+		return "", fmt.Errorf("%w: %d of its claims still wait in Redis; let the flusher write them, then try again",
+			ErrBlocked, queued)
+	}
 	if p.Action == ActionRefund {
 		if err := f.redis.Forget(ctx, id); err != nil {
 			return "", err

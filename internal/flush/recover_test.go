@@ -44,7 +44,9 @@ func TestRecoverReload(t *testing.T) {
 	id, claims := suspendedByLoss(t, s, f)
 
 	plan, err := f.PlanRecovery(ctx, id, ActionReload)
-	if err != nil || plan.Blocked != "" || plan.Claimed != 4 || plan.Unclaimed != 6 || plan.Redis.Loaded {
+	// Redis holds only the suspended meta left when the envelope was suspended.
+	if err != nil || plan.Blocked != "" || plan.Claimed != 4 || plan.Unclaimed != 6 ||
+		plan.Redis.Status != "suspended" || plan.Redis.Claims != 0 || plan.Redis.Remaining != 0 {
 		t.Fatalf("plan = %+v, %v", plan, err)
 	}
 	var out bytes.Buffer

@@ -54,7 +54,7 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	st := Status{Envelope: e}
-	if live.Loaded && live.Status != redisstore.MetaFailed {
+	if live.Loaded && live.Status != redisstore.MetaFailed && live.Status != redisstore.MetaSuspended {
 		// Every grant adds one claim, and closing drops the pool, so the
 		// claims are the grabbed count in every state.
 		st.GrabbedCount = live.Claims

@@ -398,7 +398,9 @@ func TestUnavailableWhileSuspended(t *testing.T) {
 	if again := c.grab(env.EnvelopeID, "holder"); !again.Repeat || again.PacketID != first.PacketID {
 		t.Errorf("holder while suspended: %+v, want the repeat of %+v", again, first)
 	}
-	if st := c.status(env.EnvelopeID); st.Status != "suspended" || st.GrabbedCount != 1 {
+	// A suspended envelope's counts are PostgreSQL's (the grab is not
+	// flushed yet): Redis may have lost part of its state.
+	if st := c.status(env.EnvelopeID); st.Status != "suspended" || st.GrabbedCount != 0 {
 		t.Errorf("status while suspended: %+v", st)
 	}
 	// Redis lost everything: still 503, and nothing is offered.

@@ -13,14 +13,19 @@
 -- Closing drops the pool: its packets are about to be refunded. Closing a
 -- closed envelope only renews the lifetime. A suspended envelope is left as
 -- it is (an operator decides), and one that failed to load stays failed.
+-- Suspending an envelope Redis holds nothing of leaves a suspended meta, so
+-- that a late load (a slow creator) cannot open it again.
 local meta = redis.call('HMGET', KEYS[1], 'status', 'grabbed_cents')
 local before = meta[1]
 if not before then
+  if ARGV[1] == 'suspended' then
+    redis.call('HSET', KEYS[1], 'status', 'suspended', 'grabbed_cents', 0)
+  end
   return {0}
 end
 local pool = redis.call('LLEN', KEYS[2])
 local claims = redis.call('HLEN', KEYS[3])
-local reply = {1, before, tonumber(meta[2]), claims, pool}
+local reply = {1, before, tonumber(meta[2]) or 0, claims, pool}
 if before ~= 'open' and before ~= 'closed' then
   return reply
 end

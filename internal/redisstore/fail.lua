@@ -10,13 +10,18 @@
 --
 -- Reply:
 --   1 the envelope was never loaded, nothing was offered; it is failed now
+--     (or was already: giving up can be repeated)
 --   0 it was loaded (meta present): it may have been offered, nothing changed
 --  -1 a pool or claims exist without meta: state was partly lost
 --  -2 the shard's epoch is not ARGV[2]: a missing meta proves nothing
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then
   return -2
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'failed' then
+  return 1
+end
+if status then
   return 0
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then

@@ -102,8 +102,12 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 		args = append(args, string(appendPacket(nil, p)))
 	}
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
-	if err := reloadScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+	done, err := reloadScript.Run(ctx, s.rdb, keys, args...).Int()
+	if err != nil {
 		return fmt.Errorf("reload envelope %d: %w", id, err)
+	}
+	if done != 1 {
+		return fmt.Errorf("reload envelope %d: redis does not show it suspended; suspend it first", id)
 	}
 	return nil
 }

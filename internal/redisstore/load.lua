@@ -20,10 +20,16 @@
 --  -2 the shard's epoch is not ARGV[4]: the shard lost its data since the
 --     caller checked, so the envelope may have been offered before; nothing
 --     changed
+--  -3 the envelope was given up (failed) or suspended meanwhile: it must not
+--     be marked loaded
 if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
   return -2
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'failed' or status == 'suspended' then
+  return -3
+end
+if status then
   return 0
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then

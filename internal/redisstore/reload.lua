@@ -13,7 +13,12 @@
 -- ARGV[6 .. 5+2n] user, "<packet>:<amount>:<grabbed_ms>:<order_no>" pairs
 -- ARGV[6+2n ..] packets not claimed, "<packet>:<amount>"
 --
--- Reply: 1
+-- Reply: 1, or 0 when the meta is not suspended (the operator's recovery
+-- suspends it first, so grants have stopped): nothing changed.
+local status = redis.call('HGET', KEYS[1], 'status')
+if status and status ~= 'suspended' then
+  return 0
+end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 local first = 6 + 2 * tonumber(ARGV[5])
 -- unpack() is bounded by the Lua stack: write in chunks.

@@ -48,6 +48,7 @@ const (
 	loadAlready      = 0
 	loadInconsistent = -1
 	loadEpochChanged = -2
+	loadGivenUp      = -3
 )
 
 // Reply codes of fail.lua.

@@ -23,6 +23,7 @@ var (
 	ErrInconsistent  = errors.New("envelope state in redis is partial")
 	ErrEpochChanged  = errors.New("redis shard lost its data since its epoch was checked")
 	ErrNotReplicated = errors.New("grab not confirmed by enough redis replicas")
+	ErrGivenUp       = errors.New("envelope was given up or suspended before it was loaded")
 )
 
 // Store runs the scripts against one Redis or a Redis Cluster.
@@ -94,6 +95,8 @@ func (s *Store) LoadEnvelopeIn(ctx context.Context, epoch string, id int64, expi
 		return false, fmt.Errorf("load envelope %d: %w", id, ErrInconsistent)
 	case loadEpochChanged:
 		return false, fmt.Errorf("load envelope %d: %w", id, ErrEpochChanged)
+	case loadGivenUp:
+		return false, fmt.Errorf("load envelope %d: %w", id, ErrGivenUp)
 	}
 	return false, fmt.Errorf("load envelope %d: unexpected reply %d", id, code)
 }
