@@ -2,6 +2,7 @@ package flush
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,9 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		var refused []string
 		claims, res, refused, err = f.applyEach(ctx, claims, sources)
 		malformed = append(malformed, refused...)
+		if err == nil {
+			err = f.suspendRefused(ctx, refused)
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: %w", shard, err)
@@ -83,6 +87,19 @@ func observeLag(claims []pgstore.Claim) {
 	for _, c := range claims {
 		telemetry.FlushLagSeconds.Observe(now.Sub(c.ClaimedAt).Seconds())
 	}
+}
+
+// suspendRefused suspends the envelopes of claims PostgreSQL refused: a user
+// was answered those packets and cannot be paid them, so an operator must
+// decide before the envelope is settled.
+func (f *Flusher) suspendRefused(ctx context.Context, refused []string) error {
+	var errs []error
+	for _, raw := range refused {
+		if q, err := redisstore.ParseQueued(raw); err == nil {
+			errs = append(errs, f.suspend(ctx, q.EnvelopeID, "postgres refused a claim: "+raw))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // applyEach applies claims one by one, skipping those PostgreSQL refuses

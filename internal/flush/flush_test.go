@@ -305,4 +305,8 @@ func TestClaimPostgresRefusesIsSetAside(t *testing.T) {
 	if len(rejected) != 1 || rejected[0] != bad {
 		t.Fatalf("rejected list = %q, want the refused claim", rejected)
 	}
+	// Its user was answered a packet that cannot be paid: an operator decides.
+	if e, _ := s.PG.Envelope(ctx, e.ID); e.Status != "suspended" {
+		t.Fatalf("envelope is %s after a refused claim, want suspended", e.Status)
+	}
 }

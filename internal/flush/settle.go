@@ -91,11 +91,21 @@ func (f *Flusher) awaitClaims(ctx context.Context, e pgstore.Envelope, grabbed i
 	if err != nil {
 		return err
 	}
-	if pending == 0 {
-		return f.suspend(ctx, e.ID, fmt.Sprintf(
-			"redis granted %d cents but only %d reached postgres", grabbed, e.ClaimedCents))
+	if pending > 0 {
+		return f.pg.MarkExpired(ctx, e.ID)
 	}
-	return f.pg.MarkExpired(ctx, e.ID)
+	// Read again now the queue is seen empty: a batch written and
+	// acknowledged in between (by another flusher handing the shard over)
+	// is counted.
+	cur, err := f.pg.Envelope(ctx, e.ID)
+	if err != nil {
+		return err
+	}
+	if cur.ClaimedCents == grabbed {
+		return f.finish(ctx, cur)
+	}
+	return f.suspend(ctx, e.ID, fmt.Sprintf(
+		"redis granted %d cents but only %d reached postgres", grabbed, cur.ClaimedCents))
 }
 
 // finish writes the settlement. An envelope settled meanwhile is fine; one
