@@ -22,7 +22,9 @@ import (
 // It costs one Redis pipeline and one query per batch.
 func (f *Flusher) checkBatch(ctx context.Context, claims []pgstore.Claim, res pgstore.ApplyResult) error {
 	var errs []error
-	for _, c := range res.Conflicts {
+	// Contradicted, not only the new conflicts: a batch retried after a crash
+	// (or a failed suspension) must suspend again.
+	for _, c := range res.Contradicted {
 		if c.Reason != pgstore.ConflictOrderNo {
 			errs = append(errs, f.suspend(ctx, c.EnvelopeID, "claim conflict: "+c.Reason))
 		}

@@ -3,6 +3,7 @@ package flush
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -261,5 +262,42 @@ func TestGivingUpCanBeRepeated(t *testing.T) {
 	e, _ := s.PG.Envelope(ctx, 1)
 	if _, err := s.Redis.LoadEnvelope(ctx, 1, e.ExpiresAt, 30, []redisstore.Packet{{ID: 100, AmountCents: 10}}); !errors.Is(err, redisstore.ErrGivenUp) {
 		t.Fatalf("late load of a failed envelope = %v, want ErrGivenUp", err)
+	}
+}
+
+// A batch whose conflict was committed by a flusher that died before acting
+// on it still suspends the envelope when the next flusher replays it.
+func TestConflictSuspendsOnReplay(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	e, claims := expiring(t, s, 10, 1)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := claims["u0"]
+	// Redis granted the same packet again (it lost state): the claim is
+	// queued, taken and committed, and the flusher dies before checking.
+	raw := fmt.Sprintf("%d:%d:%d:%d:%s:intruder", e.ID, held.PacketID, held.AmountCents,
+		s.Clock.Now().UnixMilli(), "202611219999999999")
+	shard := s.Redis.Keys().Shard(e.ID)
+	if err := s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := s.Redis.Take(ctx, shard, 10)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("take = %v, %v", batch, err)
+	}
+	q, _ := redisstore.ParseQueued(batch[0])
+	if _, err := s.PG.ApplyClaims(ctx, []pgstore.Claim{{EnvelopeID: q.EnvelopeID, PacketID: q.PacketID,
+		UserID: q.UserID, ClaimedAt: q.GrabbedAt, OrderNo: q.OrderNo}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, e.ID); got != "suspended" {
+		t.Fatalf("envelope is %s after the replayed conflict, want suspended", got)
 	}
 }

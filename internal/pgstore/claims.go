@@ -36,6 +36,9 @@ type ApplyResult struct {
 	Applied   int        // packets newly marked claimed
 	SoldOut   []int64    // envelopes whose last packet this batch claimed
 	Conflicts []Conflict // newly recorded conflicts
+	// Contradicted are the claims of the batch PostgreSQL contradicts,
+	// recorded now or by an earlier attempt of the same batch.
+	Contradicted []Conflict
 }
 
 // applyClaims marks packets claimed and keeps envelopes.claimed_cents in
@@ -130,8 +133,11 @@ FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[
 LEFT JOIN packets p ON p.id = i.packet_id
 WHERE p.id IS NULL OR p.envelope_id <> i.envelope_id OR p.claimed_by IS DISTINCT FROM i.user_id
    OR p.order_no IS DISTINCT FROM nullif(i.order_no, '')
-ON CONFLICT (envelope_id, packet_id, user_id) DO NOTHING
-RETURNING envelope_id, packet_id, user_id, claimed_at, reason`
+-- A conflict recorded before (this batch replayed after a crash) is returned
+-- too, marked not new, so the flusher acts on it again whatever it did not
+-- finish the first time; the no-op update is what makes it returned.
+ON CONFLICT (envelope_id, packet_id, user_id) DO UPDATE SET reason = claim_conflicts.reason
+RETURNING envelope_id, packet_id, user_id, claimed_at, reason, xmax = 0 AS new`
 
 // ApplyClaims makes a batch of claims durable in one transaction. Running it
 // again with the same batch changes nothing and reports nothing new.
@@ -215,8 +221,12 @@ func collectApplied(rows pgx.Rows, res *ApplyResult) (applied, noOrder int, err 
 
 func collectConflicts(rows pgx.Rows, res *ApplyResult) error {
 	var c Conflict
-	_, err := pgx.ForEachRow(rows, []any{&c.EnvelopeID, &c.PacketID, &c.UserID, &c.ClaimedAt, &c.Reason}, func() error {
-		res.Conflicts = append(res.Conflicts, c)
+	var isNew bool
+	_, err := pgx.ForEachRow(rows, []any{&c.EnvelopeID, &c.PacketID, &c.UserID, &c.ClaimedAt, &c.Reason, &isNew}, func() error {
+		res.Contradicted = append(res.Contradicted, c)
+		if isNew {
+			res.Conflicts = append(res.Conflicts, c)
+		}
 		return nil
 	})
 	return err
