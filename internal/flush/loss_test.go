@@ -301,3 +301,43 @@ func TestConflictSuspendsOnReplay(t *testing.T) {
 		t.Fatalf("envelope is %s after the replayed conflict, want suspended", got)
 	}
 }
+
+// Two flushers that find the same shards lost at once agree on one new
+// token per shard: afterwards Redis and PostgreSQL hold the same tokens.
+func TestTwoFlushersAgreeOnNewEpochs(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	a, b := upkeepFlusher(t, s), upkeepFlusher(t, s)
+	if _, err := a.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loseRedis(t, s)
+	errs := make(chan error, 2)
+	for _, f := range []*Flusher{a, b} {
+		go func() { _, err := f.Reconcile(ctx); errs <- err }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // a round to settle what the race left
+		if _, err := b.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inRedis, _ := s.Redis.Epochs(ctx)
+	recorded, _ := s.PG.Epochs(ctx, len(inRedis))
+	for shard := range inRedis {
+		if inRedis[shard] == "" || inRedis[shard] != recorded[shard] {
+			t.Errorf("shard %d: redis %q, postgres %q", shard, inRedis[shard], recorded[shard])
+		}
+	}
+	if _, err := s.PG.Epochs(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PG.SetEpoch(ctx, 0, "not-the-recorded-one", "x"); !errors.Is(err, pgstore.ErrWrongStatus) {
+		t.Fatalf("SetEpoch over another token = %v, want ErrWrongStatus", err)
+	}
+}

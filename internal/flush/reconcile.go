@@ -48,7 +48,14 @@ func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 			}
 			token = ""
 		}
-		if inRedis[shard], err = f.newEpoch(ctx, shard, token); err != nil {
+		inRedis[shard], err = f.newEpoch(ctx, shard, recorded[shard], token)
+		if errors.Is(err, pgstore.ErrWrongStatus) {
+			// Another flusher recorded a new token first: it is checked
+			// again next round.
+			inRedis[shard] = ""
+			continue
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -59,13 +66,14 @@ func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 }
 
 // newEpoch records token for the shard (a fresh one when token is empty) in
-// PostgreSQL, then in Redis. Stopped in between, the next round sees the two
-// differ and goes through the shard again, which is harmless.
-func (f *Flusher) newEpoch(ctx context.Context, shard int, token string) (string, error) {
+// place of was in PostgreSQL, then in Redis. Stopped in between, the next
+// round sees the two differ and goes through the shard again, which is
+// harmless.
+func (f *Flusher) newEpoch(ctx context.Context, shard int, was, token string) (string, error) {
 	if token == "" {
 		token = rand.Text()
 	}
-	if err := f.pg.SetEpoch(ctx, shard, token); err != nil {
+	if err := f.pg.SetEpoch(ctx, shard, was, token); err != nil {
 		return "", err
 	}
 	if err := f.redis.SetEpoch(ctx, shard, token); err != nil {

@@ -34,6 +34,11 @@ func (f *Flusher) RepairLoading(ctx context.Context, epochs []string) error {
 	var errs []error
 	for _, e := range stuck {
 		epoch := epochs[e.Shard]
+		if epoch == "" {
+			// The shard's epoch could not be checked this round (and an
+			// empty one would mean "load regardless").
+			continue
+		}
 		if now.After(e.ExpiresAt) || now.Sub(e.CreatedAt) > f.cfg.FailAfter {
 			err = f.failLoading(ctx, epoch, e)
 		} else {

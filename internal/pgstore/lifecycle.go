@@ -292,11 +292,19 @@ func (s *Store) Epochs(ctx context.Context, shards int) ([]string, error) {
 }
 
 // SetEpoch records a shard's token.
-func (s *Store) SetEpoch(ctx context.Context, shard int, epoch string) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO redis_epochs (shard, epoch) VALUES ($1, $2)
-		ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch, updated_at = now()`, shard, epoch)
+//
+// It replaces only the token the caller read (was; "" for none yet), so two
+// flushers that both found a shard's data lost agree on one new token: the
+// second is told ErrWrongStatus and leaves the shard to the next round.
+func (s *Store) SetEpoch(ctx context.Context, shard int, was, epoch string) error {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO redis_epochs (shard, epoch) VALUES ($1, $3)
+		ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch, updated_at = now()
+		WHERE redis_epochs.epoch = $2`, shard, was, epoch)
 	if err != nil {
 		return fmt.Errorf("record epoch of shard %d: %w", shard, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("record epoch of shard %d: %w: changed by another flusher", shard, ErrWrongStatus)
 	}
 	return nil
 }
