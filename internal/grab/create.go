@@ -72,8 +72,12 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 }
 
 // shareCodeTries bounds retries when a share code is already taken, which
-// only happens if Redis lost the share-code counters.
-const shareCodeTries = 3
+// only happens if Redis lost the share-code pool or counters: the rebuilt pool
+// is another permutation, so each code drawn collides with today's codes at
+// the share of the day already used (at half the day's pool, 20 tries all
+// colliding is a one-in-a-million chance). A try costs one Redis call and an
+// insert refused before its packets are copied.
+const shareCodeTries = 20
 
 // insert gives the envelope a share code and writes it with its packets.
 func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64) error {
