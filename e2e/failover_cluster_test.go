@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/testenv"
 )
 
 // privateClusterSupervisor runs the nodes and removes them when the test
@@ -95,7 +96,7 @@ func startPrivateCluster(t *testing.T, nodeTimeout time.Duration) *privateCluste
 }
 
 func tryPrivateCluster(t *testing.T, nodeTimeout time.Duration) (*privateCluster, error) {
-	ports, err := privateClusterPorts(6)
+	ports, err := testenv.FreeClusterPorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -472,31 +473,4 @@ func (pc *privateCluster) logTails(n int) string {
 		fmt.Fprintf(&b, "\n--- %s log (end) ---\n%s", a, strings.Join(lines[max(0, len(lines)-n):], "\n"))
 	}
 	return b.String()
-}
-
-// privateClusterPorts picks n free loopback ports whose cluster bus ports
-// (port + 10000) are free too, from 10000-21999: below Linux's ephemeral
-// range, so outgoing connections do not take the bus ports.
-func privateClusterPorts(n int) ([]int, error) {
-	var ports []int
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 1000 {
-			return nil, errors.New("found no free loopback ports for a cluster")
-		}
-		p := 10000 + rand.IntN(12000)
-		if slices.Contains(ports, p) || !loopbackPortFree(p) || !loopbackPortFree(p+10000) {
-			continue
-		}
-		ports = append(ports, p)
-	}
-	return ports, nil
-}
-
-func loopbackPortFree(p int) bool {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-	if err != nil {
-		return false
-	}
-	_ = ln.Close()
-	return true
 }

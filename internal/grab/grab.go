@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
@@ -18,9 +20,19 @@ func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore
 	start := time.Now()
 	c, err := s.grab(ctx, id, userID)
 	telemetry.GrabSeconds.Observe(time.Since(start).Seconds())
-	telemetry.Grabs.WithLabelValues(grabResult(c, err)).Inc()
+	grabCounters[grabResult(c, err)].Inc()
 	return c, err
 }
+
+// grabCounters are the grab counters by result, looked up once rather than
+// hashed from their label on every grab.
+var grabCounters = func() map[string]prometheus.Counter {
+	m := map[string]prometheus.Counter{}
+	for _, r := range []string{"repeat", "granted", "sold_out", "expired", "not_found", "invalid", "unavailable"} {
+		m[r] = telemetry.Grabs.WithLabelValues(r)
+	}
+	return m
+}()
 
 // grabResult names a grab's outcome for the metrics.
 func grabResult(c redisstore.Claim, err error) string {

@@ -27,14 +27,6 @@ type Settlement struct {
 	Refunded      int // packets refunded now
 }
 
-// DueForSettlement lists envelopes to settle at now: sold out, or open or
-// expired past their expiry, soonest first (the unsettled index).
-func (s *Store) DueForSettlement(ctx context.Context, now time.Time, limit int) ([]Envelope, error) {
-	return s.envelopes(ctx, `SELECT `+envelopeColumns+` FROM envelopes
-		WHERE status IN ('open', 'expired', 'sold_out') AND (expires_at <= $1 OR status = 'sold_out')
-		ORDER BY expires_at LIMIT $2`, now, limit)
-}
-
 // Unsettled lists a shard's envelopes whose state may live only in Redis:
 // loading, open or expired (sold-out ones are wholly in PostgreSQL).
 func (s *Store) Unsettled(ctx context.Context, shard int) ([]Envelope, error) {

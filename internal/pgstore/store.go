@@ -155,13 +155,6 @@ func (s *Store) EnvelopeByShareCode(ctx context.Context, code string) (Envelope,
 	return e, nil
 }
 
-// LoadingEnvelopes lists envelopes still loading that were created before
-// the given time: their creator died or gave up between the steps.
-func (s *Store) LoadingEnvelopes(ctx context.Context, createdBefore time.Time, limit int) ([]Envelope, error) {
-	return s.envelopes(ctx, `SELECT `+envelopeColumns+` FROM envelopes
-		WHERE status = 'loading' AND created_at < $1 ORDER BY id LIMIT $2`, createdBefore, limit)
-}
-
 // UnclaimedPackets returns the ids and amounts of an envelope's packets that
 // nobody has claimed and that were not refunded, in id order.
 func (s *Store) UnclaimedPackets(ctx context.Context, envelopeID int64) (ids, amounts []int64, err error) {

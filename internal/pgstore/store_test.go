@@ -227,23 +227,29 @@ func TestLoadingEnvelopes(t *testing.T) {
 		}
 		return out
 	}
+	all := make([]int, 16)
+	for i := range all {
+		all[i] = i
+	}
 	for _, c := range []struct {
+		shards []int
 		before time.Time
 		limit  int
 		want   []int64
 	}{
-		{t0, 10, []int64{3, 4, 5}},
-		{t0, 2, []int64{3, 4}},
-		{t0.Add(time.Nanosecond * 1000), 10, []int64{3, 4, 5, 6}},
-		{t0.Add(-time.Hour), 10, []int64{3, 5}},
-		{t0.Add(-5 * time.Hour), 10, []int64{}},
+		{all, t0, 10, []int64{3, 4, 5}},
+		{all, t0, 2, []int64{3, 4}},
+		{all, t0.Add(time.Nanosecond * 1000), 10, []int64{3, 4, 5, 6}},
+		{all, t0.Add(-time.Hour), 10, []int64{3, 5}},
+		{all, t0.Add(-5 * time.Hour), 10, []int64{}},
+		{[]int{4, 5, 9}, t0, 10, []int64{4, 5}}, // only the shards held
 	} {
-		es, err := s.LoadingEnvelopes(ctx, c.before, c.limit)
+		es, err := s.LoadingEnvelopesIn(ctx, c.shards, c.before, c.limit)
 		if err != nil || !slices.Equal(ids(es), c.want) {
-			t.Errorf("LoadingEnvelopes(%v, %d) = %v, %v; want %v", c.before, c.limit, ids(es), err, c.want)
+			t.Errorf("LoadingEnvelopesIn(%v, %v, %d) = %v, %v; want %v", c.shards, c.before, c.limit, ids(es), err, c.want)
 		}
 	}
-	es, err := s.LoadingEnvelopes(ctx, t0, 1)
+	es, err := s.LoadingEnvelopesIn(ctx, all, t0, 1)
 	if err != nil || len(es) != 1 || es[0].TotalCents != 1 || es[0].Count != 1 || !es[0].CreatedAt.Equal(t0.Add(-2*time.Hour)) {
 		t.Errorf("LoadingEnvelopes row = %+v, %v", es, err)
 	}

@@ -93,7 +93,7 @@ func startLocalCluster(ctx context.Context) (*localCluster, error) {
 }
 
 func tryLocalCluster(ctx context.Context) (*localCluster, error) {
-	ports, err := freeClusterPorts(clusterNodes)
+	ports, err := FreeClusterPorts(clusterNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -211,10 +211,10 @@ func (lc *localCluster) logTails() string {
 	return b.String()
 }
 
-// freeClusterPorts picks n ports whose cluster bus ports (port + 10000) are
-// free too. Ports come from 10000-21999 so the bus ports, 20000-31999, stay
+// FreeClusterPorts picks n loopback ports whose cluster bus ports (port +
+// 10000) are free too, for a test that runs a Redis Cluster of its own. Ports come from 10000-21999 so the bus ports, 20000-31999, stay
 // below Linux's ephemeral range and outgoing connections do not take them.
-func freeClusterPorts(n int) ([]int, error) {
+func FreeClusterPorts(n int) ([]int, error) {
 	var ports []int
 	for tries := 0; len(ports) < n; tries++ {
 		if tries == 1000 {
