@@ -1,16 +1,37 @@
 # Common tasks. The tests need PostgreSQL and Redis: see the README.
-.PHONY: build test vet run-grabber run-flusher migrate fuzz bench
+.PHONY: build test stress vet dev sqlc run-grabber run-flusher migrate fuzz bench
 
 BIN := bin
 
+# What `grabber -version` and `flusher -version` print.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X redpacket/internal/telemetry.version=$(VERSION) -X redpacket/internal/telemetry.commit=$(COMMIT)
+
 build:
-	go build -o $(BIN)/ ./cmd/...
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 test:
 	go test -race ./...
 
+# The packages that coordinate processes (flush, events, ids, e2e), twice
+# under -race; names every test that failed even once. CI runs it too.
+stress:
+	bash .ci/stress
+
 vet:
 	gofmt -l . | (! grep .) && go vet ./...
+
+# The whole service on this machine, without Docker: DATABASE_URL and
+# REDIS_URL if set, otherwise throwaway PostgreSQL and Redis servers; the
+# schema migrated, a grabber and a flusher. Ctrl-C stops everything.
+dev: build
+	$(BIN)/devenv
+
+# Regenerate the query layer (internal/db/dbsqlc) after changing a query in
+# internal/db/query or a migration (CONTRIBUTING.md). CI checks it is current.
+sqlc:
+	bash .ci/sqlc generate
 
 migrate: build
 	$(BIN)/flusher migrate

@@ -17,7 +17,9 @@
 #   (g)  Redis memory per pooled packet, unflushed grab and kept claim;
 #
 # then prints them side by side with ratios and writes
-# bench/results/<UTC date>.txt and .json.
+# bench/results/<UTC date>.txt and .json, and the page comparing them,
+# .html (loadgen bench-page: inline SVG, nothing fetched), with a screenshot
+# of it, .png, when headless Chromium is installed.
 #
 # Servers: REDIS_URL (default redis://127.0.0.1:6379/0) and DATABASE_URL
 # (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable), used
@@ -29,7 +31,7 @@
 # Knobs (environment): BENCH_USERS (50, the concurrency of every part),
 # BENCH_DURATION (10s, each loadgen run), BENCH_RB_REQUESTS (200000, each
 # redis-benchmark run), BENCH_ENVELOPES x BENCH_PACKETS (4 x 50000 packets
-# for (c)), BENCH_GRABS (1000000: runs end at BENCH_DURATION unless sold out),
+# for (c)), BENCH_GRABS (unset: runs end at BENCH_DURATION unless sold out),
 # BENCH_COMMIT (names the code in the results when this is not a git checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +44,7 @@ DURATION=${BENCH_DURATION:-10s}
 RB_REQUESTS=${BENCH_RB_REQUESTS:-200000}
 ENVELOPES=${BENCH_ENVELOPES:-4}
 PACKETS=${BENCH_PACKETS:-50000}
-GRABS=${BENCH_GRABS:-1000000}
+GRABS=${BENCH_GRABS:-}
 BENCH_DB=redpacket_bench
 # The same server, database redpacket_bench (the path of the URL replaced).
 BENCH_DB_URL=$(sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\1/$BENCH_DB#" <<<"$DATABASE_URL")
@@ -150,30 +152,40 @@ bench_original() {
 }
 
 # bench_shipped runs grab.lua, one grab a call, with its KEYS/ARGV as
-# documented in the file. Two layouts are known: the batched script (consumed
-# list, then meta, pool, claims of each grab) and the earlier one-grab script
-# (meta, pool, claims, consumed); ARGV is user, now (ms), envelope id, order
-# number either way. A probe call must grant a packet first; if neither
-# layout does, it prints nothing and the row is reported as skipped.
+# documented in the file. Three layouts are known: the current one (consumed
+# list, the shard's order-number hash, then meta, pool, claims of each grab;
+# ARGV the day, width, shards, offset and largest counter, then user, now
+# (ms), envelope id of each grab), whose order hash is given a ceiling no run
+# reaches and this Redis's identity; and two earlier ones that took the order
+# number as an argument (consumed list first, or last). A probe call must
+# grant a packet first; if no layout does, it prints nothing and the row is
+# reported as skipped.
 bench_shipped() {
-	local tag="{$PREFIX:rb}" sha reply now far layout
-	local meta=$tag:meta pool=$tag:pool claims=$tag:claims consumed=$tag:consumed
-	rcli DEL "$meta" "$pool" "$claims" "$consumed" >/dev/null
+	local tag="{$PREFIX:rb}" sha reply now far layout replid
+	local meta=$tag:meta pool=$tag:pool claims=$tag:claims consumed=$tag:consumed orders=$tag:orders
+	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" >/dev/null
 	now=$(($(date +%s) * 1000))
 	far=$((now + 3600 * 1000))
-	rcli HSET "$meta" status open expires "$far" count "$((RB_REQUESTS + 2))" total "$((RB_REQUESTS * 200))" >/dev/null
+	rcli HSET "$meta" status open expires "$far" count "$((RB_REQUESTS + 2))" total "$((RB_REQUESTS * 200))" grabbed_cents 0 >/dev/null
+	replid=$(rcli INFO replication | tr -d '\r' | sed -n 's/^master_replid://p')
+	rcli HSET "$orders" counter 0 ceiling 1000000000 identity "$replid" >/dev/null
 	fill_pool "$pool" "$((RB_REQUESTS + 2))" plain
 	sha=$(rcli SCRIPT LOAD "$(cat internal/redisstore/grab.lua)")
-	for layout in "$consumed $meta $pool $claims" "$meta $pool $claims $consumed"; do
-		# shellcheck disable=SC2086 # the layout is four key names
-		reply=$(rcli EVALSHA "$sha" 4 $layout probe-$RANDOM "$now" 1 202611210000000001 2>/dev/null | head -1)
-		if [[ $reply == 0 ]]; then
-			# shellcheck disable=SC2086
-			redis_bench 1 EVALSHA "$sha" 4 $layout u:__rand_int__ "$now" 1 202611210000000002
-			break
-		fi
-	done
-	rcli DEL "$meta" "$pool" "$claims" "$consumed" >/dev/null
+	reply=$(rcli EVALSHA "$sha" 5 "$consumed" "$orders" "$meta" "$pool" "$claims" 20261121 10 1 1 100000000 probe-$RANDOM "$now" 1 2>/dev/null | head -3 | tr '\n' ' ')
+	if [[ $reply == "0 "*" 0 "* ]]; then
+		redis_bench 1 EVALSHA "$sha" 5 "$consumed" "$orders" "$meta" "$pool" "$claims" 20261121 10 1 1 100000000 u:__rand_int__ "$now" 1
+	else
+		for layout in "$consumed $meta $pool $claims" "$meta $pool $claims $consumed"; do
+			# shellcheck disable=SC2086 # the layout is four key names
+			reply=$(rcli EVALSHA "$sha" 4 $layout probe-$RANDOM "$now" 1 202611210000000001 2>/dev/null | head -1)
+			if [[ $reply == 0 ]]; then
+				# shellcheck disable=SC2086
+				redis_bench 1 EVALSHA "$sha" 4 $layout u:__rand_int__ "$now" 1 202611210000000002
+				break
+			fi
+		done
+	fi
+	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" >/dev/null
 }
 
 # gobench runs one Go benchmark and prints the value of each unit asked for,
@@ -188,7 +200,10 @@ gobench() {
 			END { n = split(units, u, " "); out = ""; for (i = 1; i <= n; i++) out = out (i > 1 ? " " : "") (v[i] == "" ? "null" : v[i]); print out }'
 }
 
-loadgen_args=(-users "$USERS" -grabs "$GRABS" -duration "$DURATION" -repeat 0.1 -json)
+loadgen_args=(-users "$USERS" -duration "$DURATION" -repeat 0.1 -json)
+if [[ -n $GRABS ]]; then
+	loadgen_args+=(-grabs "$GRABS")
+fi
 
 echo "bench: building" >&2
 go build -o "$WORK/bin/" ./cmd/...
@@ -287,5 +302,14 @@ jq -r '
 	"(c) flush lag p50 \($g.flush.lag.p50_ms | f0) ms, p99 \($g.flush.lag.p99_ms | f0) ms, max \($g.flush.lag.max_ms | f0) ms; last grant -> PostgreSQL holds every claim: \($g.flush.last_grant_to_all_in_pg_ms | f0) ms (complete: \($g.flush.complete))",
 	"(b) detail: \($n.grabs) grabs in \($n.elapsed_s | f2)s, stopped by \($n.stop_reason); errors \($n.errors)"
 ' "$OUT.json" | awk -F'\t' '{ if (NF > 1) { printf "%-50s", $1; for (i = 2; i <= NF; i++) printf "%12s", $i; print "" } else print }' | tee "$OUT.txt"
-echo "bench: wrote $OUT.txt and $OUT.json" >&2
+"$BIN/loadgen" bench-page -in "$OUT.json" -out "$OUT.html"
+# A picture of the page, for readers of the repository.
+CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+if [[ -n $CHROMIUM ]]; then
+	timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--user-data-dir="$WORK/chromium" --window-size=900,2300 --screenshot="$OUT.png" \
+		"file://$PWD/$OUT.html" >/dev/null 2>&1 || echo "bench: no screenshot (chromium failed)" >&2
+fi
+echo "bench: wrote $OUT.txt, $OUT.json and $OUT.html" >&2
 exit "$GRABBER_EXIT"

@@ -2,35 +2,53 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"redpacket/internal/events"
 	"redpacket/internal/testenv"
 )
 
-const webhookSecret = "e2e-webhook-secret-0123456789"
+// The webhook secrets, in the Standard Webhooks form WEBHOOK_SECRET takes:
+// the flusher starts with the old one and is restarted with both, as an
+// operator rotating the secret does.
+var (
+	webhookSecret    = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-webhook-key-0123456789abcdef"))
+	webhookNewSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-webhook-new-key-0123456789abcdef"))
+)
 
 // hookReceiver is the campaign backend's webhook endpoint: it verifies every
-// request's signature and keeps the events it accepted in arrival order.
+// request's signature with the Standard Webhooks library (and the
+// deprecated header with the same key) and keeps the events it accepted in
+// arrival order.
 type hookReceiver struct {
 	t       *testing.T
 	mode    atomic.Int32 // what it answers now: hookFail, hookHang or hookOK
 	refused atomic.Int32
 	hung    atomic.Int32
+	rotated atomic.Bool // the flusher now runs with both secrets
+	old     *standardwebhooks.Webhook
+	new     *standardwebhooks.Webhook
 
 	mu       sync.Mutex
 	accepted []feedEvent
 	badSigs  int
+	newEarly int // requests signed with the new secret before the rotation
+	newLate  int // requests signed with the new secret after it
 }
 
 const (
@@ -39,7 +57,16 @@ const (
 	hookOK
 )
 
+func webhookVerifier(t *testing.T, secret string) *standardwebhooks.Webhook {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wh
+}
+
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rotated := h.rotated.Load() // before the request is read: it may be the old flusher's
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
@@ -47,15 +74,27 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var e feedEvent
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	verr := events.Verify([]byte(webhookSecret), r.Header.Get(events.SignatureHeader), body, time.Now(), time.Minute)
-	if derr := dec.Decode(&e); verr != nil || derr != nil || r.Header.Get(events.EventIDHeader) != strconv.FormatInt(e.ID, 10) {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(webhookSecret, "whsec_"))
+	verr := errors.Join(h.old.Verify(body, r.Header),
+		events.VerifyLegacy(key, r.Header.Get(events.LegacySignatureHeader), body, time.Now(), time.Minute))
+	derr := dec.Decode(&e)
+	if verr != nil || derr != nil || r.Header.Get(events.IDHeader) != strconv.FormatInt(e.ID, 10) {
 		h.mu.Lock()
 		h.badSigs++
 		h.mu.Unlock()
-		h.t.Errorf("webhook request %s (%s: %q): signature %v, body %v", body, events.SignatureHeader,
-			r.Header.Get(events.SignatureHeader), verr, derr)
+		h.t.Errorf("webhook request %s (%s: %q, %s: %q): signature %v, body %v", body, events.IDHeader,
+			r.Header.Get(events.IDHeader), events.SignatureHeader, r.Header.Get(events.SignatureHeader), verr, derr)
 		w.WriteHeader(http.StatusBadRequest)
 		return
+	}
+	if h.new.Verify(body, r.Header) == nil {
+		h.mu.Lock()
+		if rotated {
+			h.newLate++
+		} else {
+			h.newEarly++
+		}
+		h.mu.Unlock()
 	}
 	switch h.mode.Load() {
 	case hookFail:
@@ -84,11 +123,13 @@ func (h *hookReceiver) acceptedIDs() map[int64]bool {
 
 // A deployment with a webhook whose receiver first refuses everything, then
 // lets requests time out, while grabs go on; the flusher is SIGKILLed in the
-// middle; then the receiver recovers. It ends with every event of the feed
-// accepted, each with a valid signature, each envelope's in order.
+// middle and restarted with a second secret (a rotation begins); then the
+// receiver recovers. It ends with every event of the feed accepted, each
+// with a valid signature, each envelope's in order, and the new secret
+// verifying the requests of the restarted flusher only.
 func TestEventsWebhookFailsTimesOutRecovers(t *testing.T) {
 	t.Parallel()
-	h := &hookReceiver{t: t}
+	h := &hookReceiver{t: t, old: webhookVerifier(t, webhookSecret), new: webhookVerifier(t, webhookNewSecret)}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	dbURL := testenv.PostgresURL(t)
@@ -109,7 +150,8 @@ func TestEventsWebhookFailsTimesOutRecovers(t *testing.T) {
 	grab(40, 80)
 	waitUntil(t, 20*time.Second, "two timeouts", func() bool { return h.hung.Load() >= 2 })
 	killAndReap(t, s.flusher)
-	s.flusher = start(t, "flusher", s.env)
+	h.rotated.Store(true)
+	s.flusher = start(t, "flusher", append(slices.Clone(s.env), "WEBHOOK_SECRET="+webhookSecret+" "+webhookNewSecret))
 	grab(80, 120)
 	h.mode.Store(hookOK)
 
@@ -153,6 +195,12 @@ func TestEventsWebhookFailsTimesOutRecovers(t *testing.T) {
 	if undelivered != 0 || retried == 0 {
 		t.Errorf("%d events not recorded delivered, %d retried", undelivered, retried)
 	}
+	h.mu.Lock()
+	if h.newEarly != 0 || h.newLate == 0 {
+		t.Errorf("%d requests signed with the new secret before the flusher had it, %d after, want 0 and some",
+			h.newEarly, h.newLate)
+	}
+	h.mu.Unlock()
 	t.Logf("%d events accepted (%d repeats); %d refused, %d timed out; %d events needed retries",
 		len(evs), repeats, h.refused.Load(), h.hung.Load(), retried)
 	s.stop(t)
@@ -167,5 +215,18 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("%s: not within %s", what, d)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A secret not in the whsec_ form (the form used before) stops the flusher
+// at start with exit code 2 and a message naming WEBHOOK_SECRET and how to
+// convert it, without repeating the secret.
+func TestEventsWebhookSecretOfTheOldFormRefused(t *testing.T) {
+	t.Parallel()
+	const old = "an-old-form-secret-0123456789"
+	code, out := run(t, "flusher", []string{"WEBHOOK_URL=http://127.0.0.1:1/hooks", "WEBHOOK_SECRET=" + old})
+	if code != 2 || !strings.Contains(out, "WEBHOOK_SECRET") || !strings.Contains(out, "whsec_") ||
+		strings.Contains(out, old) {
+		t.Errorf("flusher exited %d with %q; want 2, naming WEBHOOK_SECRET and the whsec_ form, not the secret", code, out)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv"
+	"redpacket/internal/testenv/throwaway"
 )
 
 // failoverSpec shapes one run of the scenario.
@@ -59,7 +60,9 @@ type failoverResult struct {
 	onVictim                   map[int64]bool
 	victim, replica, idsMaster string
 
+	cut             time.Time // the replica cut off (CutReplica)
 	killed          time.Time
+	lastKept        time.Time     // the latest answer of the killed master that PostgreSQL holds
 	promotedAfter   time.Duration // kill to promotion seen by every survivor
 	reattachedAfter time.Duration // kill to the restarted victim replicating the new master (RestartVictim)
 	readyAfter      time.Duration // kill to promotion, or to reattachment with RestartVictim
@@ -95,6 +98,16 @@ type auditOutcome struct {
 	} `json:"violations"`
 }
 
+// clean: no violation, and exit 0, or 3 exactly when envelopes are
+// suspended (they wait for an operator; that is not a violation).
+func (a auditOutcome) clean() bool {
+	want := 0
+	if len(a.Suspended) > 0 {
+		want = 3
+	}
+	return len(a.Violations) == 0 && a.Code == want
+}
+
 // visible tells whether an operator is told about the envelope: it is
 // suspended, or the audit reports a violation of it.
 func (r *failoverResult) visible(env int64) bool {
@@ -114,12 +127,12 @@ func (r *failoverResult) visible(env int64) bool {
 // caller judges the outcome.
 func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	t.Helper()
-	pc := startPrivateCluster(t, 1000*time.Millisecond)
+	pc := testenv.PrivateCluster(t, throwaway.ClusterOptions{NodeTimeout: time.Second})
 	dbURL := testenv.PostgresURL(t)
 	const prefix = "rp" // the cluster is the test's own
 	grabberAddr, flusherAddr := freeAddr(t), freeAddr(t)
 	env := append(faultEnv(dbURL, "redis://127.0.0.1:1/0", prefix, grabberAddr, flusherAddr),
-		"REDIS_CLUSTER_ADDRS="+strings.Join(pc.addrs, ","),
+		"REDIS_CLUSTER_ADDRS="+strings.Join(pc.Addrs, ","),
 		"GRAB_WAIT_REPLICAS="+strconv.Itoa(spec.WaitReplicas))
 	s := &faultStack{db: dbURL, env: env, base: "http://" + grabberAddr, flusherURL: "http://" + flusherAddr}
 	s.flusher = start(t, "flusher", env)
@@ -131,12 +144,12 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	_, ids := s.createEnvelopes(t, 3600, 3000, 3000, 3000, 3000, 3000, 3000)
 	r := &failoverResult{stack: s, ids: ids, onVictim: map[int64]bool{}, resumedAfter: -1}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	// The test's own client reads the slot map again every half second, so
 	// that it follows the failover whatever the daemons do.
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: pc.addrs, ClusterStateReloadInterval: 500 * time.Millisecond})
-	defer rdb.Close()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: pc.Addrs, ClusterStateReloadInterval: 500 * time.Millisecond})
+	defer func() { _ = rdb.Close() }()
 	keys := redisstore.NewKeys(prefix, 16)
 	masterOf := func(key string) string {
 		n, err := rdb.MasterForKey(ctx, key)
@@ -148,7 +161,7 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	// The victim: the master serving the most of the envelopes' shards,
 	// other than the one holding the identifier counters ({rp:ids}), so the
 	// run is about grabs.
-	r.idsMaster = masterOf(keys.OrderGuard())
+	r.idsMaster = masterOf(keys.SharePool())
 	perMaster := map[string][]int64{}
 	for _, id := range ids {
 		m := masterOf(keys.Meta(id))
@@ -166,7 +179,7 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	for _, id := range perMaster[r.victim] {
 		r.onVictim[id] = true
 	}
-	replica, err := pc.replicaOf(ctx, r.victim)
+	replica, err := pc.ReplicaOf(ctx, r.victim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,26 +199,26 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 			}
 			t.Cleanup(func() { _ = s.flusher.cmd.Process.Signal(syscall.SIGCONT) })
 		}
-		pc.signal(t, replica, syscall.SIGSTOP)
-		t.Cleanup(func() {
-			if pc.pids[replica] != 0 {
-				pc.signal(t, replica, syscall.SIGCONT) // harmless if running
-			}
-		})
-		c := redis.NewClient(&redis.Options{Addr: r.victim})
-		err := c.ClientKillByFilter(ctx, "TYPE", "replica").Err()
-		_ = c.Close()
-		if err != nil {
-			t.Fatalf("cut the replication link of %s: %v", r.victim, err)
+		if err := pc.Pause(replica); err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = pc.Resume(replica) }) // harmless if running
+		if err := pc.CutReplicaLinks(ctx, r.victim); err != nil {
+			t.Fatal(err)
+		}
+		r.cut = time.Now()
 		time.Sleep(spec.CutReplica)
 	}
-	pc.kill(t, r.victim)
+	if err := pc.Kill(r.victim); err != nil {
+		t.Fatal(err)
+	}
 	r.killed = time.Now()
 	if spec.CutReplica > 0 {
-		pc.signal(t, replica, syscall.SIGCONT)
+		if err := pc.Resume(replica); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := pc.waitPromoted(ctx, r.victim, replica, 20*time.Second); err != nil {
+	if err := pc.WaitPromoted(ctx, r.victim, replica, 20*time.Second); err != nil {
 		load.halt()
 		t.Fatalf("after the kill of %s: %v", r.victim, err)
 	}
@@ -219,8 +232,11 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	rdb.ReloadState(ctx)
 	ready := promoted // from when the victim's shards can serve grabs again
 	if spec.RestartVictim {
-		pc.restart(t, r.victim)
-		if err := pc.waitReplicaOf(ctx, r.victim, replica, 20*time.Second); err != nil {
+		if err := pc.Restart(ctx, r.victim); err != nil {
+			load.halt()
+			t.Fatal(err)
+		}
+		if err := pc.WaitReplicaOf(ctx, r.victim, replica, 20*time.Second); err != nil {
 			load.halt()
 			t.Fatalf("restarted %s: %v", r.victim, err)
 		}
@@ -335,7 +351,7 @@ func waitQueuesEmpty(ctx context.Context, rdb *redis.ClusterClient, keys redisst
 // PostgreSQL and sets them against the answers.
 func (r *failoverResult) compare(t *testing.T, db *pgx.Conn) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	type row struct {
 		packet, amount int64
 		order          string
@@ -368,6 +384,9 @@ func (r *failoverResult) compare(t *testing.T, db *pgx.Conn) {
 			r.differ = append(r.differ, g)
 		default:
 			r.inPG++
+			if r.onVictim[k.env] && g.Sent.Before(r.killed) && g.Got.After(r.lastKept) {
+				r.lastKept = g.Got
+			}
 		}
 	}
 	for k, c := range have {
@@ -430,7 +449,7 @@ func (r *failoverResult) compare(t *testing.T, db *pgx.Conn) {
 // runAuditJSON runs `flusher audit -all -json` (bounded by a minute).
 func runAuditJSON(t *testing.T, env []string) auditOutcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "flusher"), "audit", "-all", "-json")
 	cmd.Env = append(os.Environ(), env...)
@@ -443,7 +462,8 @@ func runAuditJSON(t *testing.T, env []string) auditOutcome {
 	} else if err != nil {
 		t.Fatalf("flusher audit: %v", err)
 	}
-	if a.Code > 1 || json.Unmarshal(stdout.Bytes(), &a) != nil {
+	// 0 clean, 1 violations, 3 suspended envelopes (and no violation).
+	if a.Code == 2 || a.Code > 3 || json.Unmarshal(stdout.Bytes(), &a) != nil {
 		t.Fatalf("flusher audit -all -json: exit %d\n%s\n%s", a.Code, stdout.String(), stderr.String())
 	}
 	return a
@@ -456,6 +476,13 @@ func (r *failoverResult) report(t *testing.T) {
 		r.victim, r.replica, r.promotedAfter.Round(time.Millisecond), r.reattachedAfter.Round(time.Millisecond),
 		r.readyAfter.Round(time.Millisecond), durOrNever(r.resumedAfter), r.drainedAfter.Round(time.Millisecond), orText(r.undrained, "all"))
 	t.Logf("load: %s", r.log.summary())
+	if !r.cut.IsZero() {
+		// Whether the flusher took any grab of the cut to PostgreSQL before
+		// the kill decides whether their loss can be seen (see
+		// checkLossAccounted).
+		t.Logf("replica cut off at %s from the kill; the latest answer of the killed master that postgres holds came at %s",
+			rel(r.cut, r.killed), rel(r.lastKept, r.killed))
+	}
 	firstRepeat := 0
 	for _, e := range r.log.eventsCopy() {
 		if e.Status == 200 && e.Repeat && !e.Retry {

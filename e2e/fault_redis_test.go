@@ -197,8 +197,15 @@ func TestFaultRedisLostState(t *testing.T) {
 	mayBeLost := func(e grabEvent) bool { return e.Sent.Before(killed) }
 	assertLedger(t, s, ledgerSpec{Envelopes: ids, Logs: []*loadLog{log}, MayBeLost: mayBeLost})
 
+	// While envelopes are suspended the audit exits 3 (no violation, but an
+	// operator is needed), so a cron job notices.
+	if code, out := run(t, "flusher", s.env, "audit"); code != 3 || !strings.Contains(out, "SUSPENDED envelope") {
+		t.Errorf("flusher audit with suspended envelopes: exit %d, want 3:\n%s", code, out)
+	}
+
 	// Refund: the dry run prints the plan and changes nothing.
 	refundID := ids[0]
+	refundedBefore := flusherMetric(t, s, "redpacket_refunded_cents_total")
 	before := readEnvelopeState(t, db, refundID)
 	code, out := run(t, "flusher", s.env, "recover", "-envelope", fmt.Sprint(refundID), "-action", "refund", "-dry-run")
 	if code != 0 || !strings.Contains(out, "refund: refund the") || !strings.Contains(out, "dry run: nothing changed") {
@@ -215,6 +222,14 @@ func TestFaultRedisLostState(t *testing.T) {
 	if r.Status != "settled" || !r.Settled || r.ClaimedCents+r.RefundedCents != r.TotalCents ||
 		r.ClaimedCents != before.ClaimedCents || r.RefundedCount != r.Count-r.ClaimedCount || r.UnclaimedCount != 0 {
 		t.Errorf("envelope %d after refund: %+v (before %+v)", refundID, r, before)
+	}
+	// The refund, made by a process of its own, counts in the flusher's
+	// metrics like any settlement.
+	if got := flusherMetric(t, s, "redpacket_refunded_cents_total") - refundedBefore; got != float64(r.RefundedCents) {
+		t.Errorf("redpacket_refunded_cents_total rose by %v after recover -action refund, want %d", got, r.RefundedCents)
+	}
+	if got := flusherMetric(t, s, `redpacket_envelopes_finished_total{status="settled"}`); got < 1 {
+		t.Errorf(`redpacket_envelopes_finished_total{status="settled"} = %v after the refund`, got)
 	}
 	if e := grabOnce(c, s.base, refundID, "after-refund"); e.Status != 409 || e.Code != "expired" {
 		t.Errorf("grab of refunded envelope %d by a new user: %s, want 409 expired", refundID, e.key())
@@ -246,6 +261,16 @@ func TestFaultRedisLostState(t *testing.T) {
 	assertLedger(t, s, ledgerSpec{Envelopes: ids, Logs: []*loadLog{log, rlog}, MayBeLost: mayBeLost})
 	t.Logf("envelopes by status: %v", envelopeStatusCounts(t, db, ids))
 	s.stop(t)
+}
+
+// flusherMetric reads one series of the flusher's /metrics.
+func flusherMetric(t *testing.T, s *faultStack, series string) float64 {
+	t.Helper()
+	v, ok := metricValue(scrape(t, s.flusherURL+"/metrics"), series)
+	if !ok {
+		t.Fatalf("the flusher's /metrics lacks %s", series)
+	}
+	return v
 }
 
 // heldClaims returns up to n users holding a packet of the envelope in

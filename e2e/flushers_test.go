@@ -29,7 +29,13 @@ func TestSeveralFlushersOneKilled(t *testing.T) {
 	}
 	_, ids := s.createEnvelopes(t, 3600, counts...)
 	load := startLoad(t, s.base, ids, loadSpec{Workers: 8, For: 5 * time.Second, Max: 30000, Pace: time.Millisecond, Tag: "f"})
-	time.Sleep(2 * time.Second)
+	// The one killed must have been draining shards: wait until every
+	// flusher holds some (on a busy machine the later ones join late).
+	deadline := time.Now().Add(30 * time.Second)
+	for !allHoldShards(flushers) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
 	killAndReap(t, flushers[1])
 	log := load.wait()
 	t.Logf("load: %s", log.summary())
@@ -44,8 +50,23 @@ func TestSeveralFlushersOneKilled(t *testing.T) {
 	flushers[2].stop(t)
 	// Every flusher held shards (their output is complete once they exited).
 	for i, f := range flushers {
-		if !strings.Contains(f.out.String(), "took the lease of a shard") {
+		if !holdsShards(f) {
 			t.Errorf("flusher %d never held a shard", i)
 		}
 	}
+}
+
+// holdsShards reports whether a flusher's log says it took a shard's lease.
+func holdsShards(f *proc) bool { return strings.Contains(f.out.String(), leaseTaken) }
+
+// leaseTaken is what a flusher logs when it takes shard leases.
+const leaseTaken = "took the lease of a shard"
+
+func allHoldShards(fs []*proc) bool {
+	for _, f := range fs {
+		if !holdsShards(f) {
+			return false
+		}
+	}
+	return true
 }

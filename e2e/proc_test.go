@@ -17,6 +17,9 @@ import (
 	"time"
 )
 
+// The version and commit the binaries are built with.
+const e2eVersion, e2eCommit = "v0.0.0-e2e", "0123456789abcdef"
+
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -31,7 +34,10 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "redpacket/cmd/...")
+		// Named as a release build names them (the Makefile), so that
+		// -version can be checked.
+		cmd := exec.Command("go", "build", "-ldflags", "-X redpacket/internal/telemetry.version="+e2eVersion+
+			" -X redpacket/internal/telemetry.commit="+e2eCommit, "-o", binDir+"/", "redpacket/cmd/...")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -46,14 +52,33 @@ func binaries(t *testing.T) string {
 // proc is a running daemon whose output goes to the test log on failure.
 type proc struct {
 	cmd *exec.Cmd
-	out *bytes.Buffer
+	out *lockedBuffer
+}
+
+// lockedBuffer collects a process's output; a test may read it while the
+// process still writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func start(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), bin), args...)
 	cmd.Env = append(os.Environ(), env...)
-	p := &proc{cmd: cmd, out: &bytes.Buffer{}}
+	p := &proc{cmd: cmd, out: &lockedBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -131,7 +156,7 @@ func waitReady(t *testing.T, url string) {
 // call does a JSON request and decodes the answer into out (when not nil).
 func call(t *testing.T, method, url, token, body string, out any) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewBufferString(body))
 	if err != nil {

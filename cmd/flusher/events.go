@@ -40,7 +40,7 @@ func startEvents(ctx context.Context, cfg config.Config, ev config.Events, pg *p
 	}
 	listener := events.NewListener(cfg.DatabaseURL, log)
 	webhook := events.NewWebhook(pgstore.New(pool), listener, events.WebhookConfig{
-		URL: ev.WebhookURL, Secret: []byte(ev.WebhookSecret), Timeout: ev.WebhookTimeout,
+		URL: ev.WebhookURL, Keys: ev.WebhookKeys, Timeout: ev.WebhookTimeout,
 		MaxBackoff: ev.WebhookMaxBackoff, Workers: ev.WebhookWorkers,
 	}, log)
 	wg.Go(func() { retention.Run(ctx) })

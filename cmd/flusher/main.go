@@ -3,17 +3,22 @@
 //
 //	flusher           apply pending migrations, then run the daemon
 //	flusher migrate   apply pending migrations and exit
-//	flusher audit     check the money invariants; exit 1 on any violation
+//	flusher audit     check the money invariants; exit 1 on any violation, 3 while envelopes are suspended
 //	flusher recover   reload or refund a suspended envelope
+//	flusher apikey    create, list and revoke the API's keys
+//
+// `flusher -h` lists the commands, their flags and the settings.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"net/http"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -23,25 +28,23 @@ import (
 	"redpacket/internal/config"
 	"redpacket/internal/daemon"
 	"redpacket/internal/flush"
+	"redpacket/internal/httpapi"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/telemetry"
 	"redpacket/migrations"
 )
 
-const usage = `usage: flusher [command]
+const usage = `usage: flusher [-h] [-version] [command [flags]]
+
+Without a command: apply pending migrations, then drain claims into
+PostgreSQL, settle and refund expired envelopes, until SIGINT or SIGTERM.
+
+  -h, -help   print this and exit; "flusher <command> -h" for a command's flags
+  -version    print the version and commit, and exit
 
 commands:
-  (none)    apply pending migrations, then drain claims until SIGINT/SIGTERM
-  migrate   apply pending migrations and exit
-  audit     [-since 48h | -all] [-json]
-            check the money invariants over PostgreSQL and Redis; exit 1 on
-            any violation, 2 when the audit could not run
-  recover   -envelope N -action reload|refund [-dry-run]
-            print what would happen to a suspended envelope and, without
-            -dry-run, do it; exit 1 when it cannot be done now
-
-Settings come from the environment; see the README.`
+`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -62,45 +65,112 @@ type exitCode int
 
 func (c exitCode) Error() string { return "" }
 
+// errUsage is a command line the flusher refuses (its usage is printed):
+// exit status 2, nothing done.
+var errUsage = exitCode(2)
+
 func run(args []string) error {
+	fs := flag.NewFlagSet("flusher", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the usage below says it all
+	version := fs.Bool("version", false, "")
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		writeUsage(os.Stdout)
+		return nil
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "flusher:", err)
+		writeUsage(os.Stderr)
+		return errUsage
+	case *version:
+		if fs.NArg() > 0 {
+			fmt.Fprintf(os.Stderr, "flusher: unexpected argument %q\n", fs.Arg(0))
+			writeUsage(os.Stderr)
+			return errUsage
+		}
+		fmt.Println(daemon.Version("flusher"))
+		return nil
+	case fs.NArg() == 0:
+		return runDaemon()
+	}
+	if fs.Arg(0) == "help" && fs.NArg() == 1 {
+		writeUsage(os.Stdout)
+		return nil
+	}
+	c, rest, err := findCommand(fs.Args())
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		writeUsage(os.Stdout)
+		return nil
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "flusher:", err)
+		writeUsage(os.Stderr)
+		return errUsage
+	}
+	return c.run(rest)
+}
+
+// findCommand finds the command args start with, by the words of its name
+// (one, or two as in "apikey create"), and returns it with the words after
+// them. A group's name alone ("apikey") says which commands it has; with
+// -h it asks for the usage (flag.ErrHelp).
+func findCommand(args []string) (command, []string, error) {
+	var group []string
+	for _, c := range commands {
+		words := strings.Fields(c.name)
+		if len(args) >= len(words) && slices.Equal(words, args[:len(words)]) {
+			return c, args[len(words):], nil
+		}
+		if len(words) > 1 && words[0] == args[0] {
+			group = append(group, words[1])
+		}
+	}
+	switch {
+	case len(group) > 0 && len(args) == 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help"):
+		return command{}, nil, flag.ErrHelp
+	case len(group) > 0 && len(args) > 1:
+		return command{}, nil, fmt.Errorf("%s: unknown command %q; it has %s", args[0], args[1], strings.Join(group, ", "))
+	case len(group) > 0:
+		return command{}, nil, fmt.Errorf("%s needs a command: %s", args[0], strings.Join(group, ", "))
+	}
+	return command{}, nil, fmt.Errorf("unknown command %q", args[0])
+}
+
+func writeUsage(w io.Writer) {
+	fmt.Fprint(w, usage)
+	for _, c := range commands {
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-9s %s", c.name, c.synopsis), " "))
+		for _, line := range strings.Split(c.about, "\n") {
+			fmt.Fprintf(w, "            %s\n", line)
+		}
+	}
+	fmt.Fprint(w, "\nSettings come from the environment (the README tells more of each):\n")
+	_ = config.WriteSettings(w, config.Flusher)
+}
+
+// loadConfig reads the settings; one it refuses is exit status 2.
+func loadConfig() (config.Config, *zap.Logger, error) {
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
-		return err
+		return cfg, nil, errors.Join(err, errUsage)
 	}
 	log, err := telemetry.NewLogger("flusher", cfg.LogLevel)
 	if err != nil {
-		return err
+		return cfg, nil, errors.Join(err, errUsage)
 	}
-	defer log.Sync() //nolint:errcheck
-
-	switch {
-	case len(args) == 0:
-		return runDaemon(cfg, log)
-	case len(args) == 1 && args[0] == "migrate":
-		if err := migrations.Up(cfg.DatabaseURL); err != nil {
-			return err
-		}
-		log.Info("schema is up to date", zap.Int("version", migrations.Version))
-		return nil
-	case args[0] == "audit":
-		return runAudit(cfg, args[1:])
-	case args[0] == "recover":
-		return runRecover(cfg, log, args[1:])
-	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
-		fmt.Println(usage)
-		return nil
-	}
-	return errors.New("unknown command\n" + usage)
+	return cfg, log, nil
 }
 
-func runDaemon(cfg config.Config, log *zap.Logger) error {
+func runDaemon() error {
+	cfg, log, err := loadConfig()
+	evCfg, evErr := config.LoadEvents(os.Getenv)
+	if err != nil || evErr != nil {
+		return errors.Join(err, evErr, errUsage)
+	}
+	defer log.Sync() //nolint:errcheck
+	log.Info("flusher starting", zap.String("version", daemon.Version("flusher")))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	evCfg, err := config.LoadEvents(os.Getenv)
-	if err != nil {
-		return err
-	}
 	if err := migrations.Up(cfg.DatabaseURL); err != nil {
 		return err
 	}
@@ -111,6 +181,7 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer clients.Close()
+	registerMetrics(clients, evCfg)
 
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
 	// With GRAB_WAIT_REPLICAS, only claims the replicas hold are written.
@@ -136,7 +207,9 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 		return err
 	}
 
-	ops := &http.Server{Handler: opsHandler(clients, log), ReadHeaderTimeout: 5 * time.Second}
+	// The probes and metrics, answered as the API answers (JSON errors,
+	// Allow on a 405), within the same limits as the grabber's server.
+	ops := daemon.NewServer(httpapi.NewOps(clients.Ready, telemetry.Flusher.Handler(), log), log, daemon.DefaultLimits(cfg.FlusherMaxConns))
 	served := make(chan error, 1)
 	go func() {
 		served <- daemon.Serve(ctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout)
@@ -148,14 +221,4 @@ func runDaemon(cfg config.Config, log *zap.Logger) error {
 	stop()
 	waitEvents()
 	return errors.Join(runErr, <-served)
-}
-
-// opsHandler serves /healthz, /readyz and /metrics.
-func opsHandler(c *daemon.Clients, log *zap.Logger) http.Handler {
-	healthz, readyz := telemetry.Probes(c.Ready, log)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /readyz", readyz)
-	mux.Handle("GET /metrics", telemetry.MetricsHandler())
-	return mux
 }

@@ -10,14 +10,17 @@ import (
 	"syscall"
 	"time"
 
-	"go.uber.org/zap"
-
 	"redpacket/internal/audit"
-	"redpacket/internal/config"
 	"redpacket/internal/daemon"
 	"redpacket/internal/flush"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+)
+
+// The operator commands' flags, as their usage shows them.
+const (
+	auditSynopsis   = "[-since 48h | -all] [-json]"
+	recoverSynopsis = "-envelope N -action reload|refund [-dry-run]"
 )
 
 // operatorTimeout bounds an operator command from start to end.
@@ -29,14 +32,19 @@ func operatorContext() (context.Context, context.CancelFunc) {
 	return ctx, func() { cancel(); stop() }
 }
 
-func runAudit(cfg config.Config, args []string) error {
+func runAudit(args []string) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	since := fs.Duration("since", 48*time.Hour, "check envelopes created this long ago or later, and every unfinished one")
 	all := fs.Bool("all", false, "check every envelope (reads every packet)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+	if err := parseFlags(fs, auditSynopsis, args); err != nil {
+		return helpIsDone(err)
 	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
 	ctx, cancel := operatorContext()
 	defer cancel()
 	clients, err := daemon.Connect(ctx, cfg)
@@ -60,24 +68,39 @@ func runAudit(cfg config.Config, args []string) error {
 	if err != nil {
 		return errors.Join(err, exitCode(2))
 	}
-	if !rep.OK() {
-		return errors.Join(fmt.Errorf("audit found %d violations", len(rep.Violations)), exitCode(1))
+	// Kept for the flushers' metrics; an audit that cannot record still
+	// reports by its output and exit status.
+	if err := audit.Record(ctx, clients.PG, rep, time.Now(), *all); err != nil {
+		fmt.Fprintln(os.Stderr, "flusher:", err)
+	}
+	switch rep.ExitCode() {
+	case audit.ExitViolation:
+		return errors.Join(fmt.Errorf("audit found %d violations", len(rep.Violations)), exitCode(audit.ExitViolation))
+	case audit.ExitSuspended:
+		return errors.Join(fmt.Errorf("%d envelopes are suspended and wait for flusher recover", len(rep.Suspended)),
+			exitCode(audit.ExitSuspended))
 	}
 	return nil
 }
 
-func runRecover(cfg config.Config, log *zap.Logger, args []string) error {
+func runRecover(args []string) error {
 	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
 	id := fs.Int64("envelope", 0, "id of the suspended envelope")
 	action := fs.String("action", "", "reload (offer the unclaimed packets again) or refund (settle now)")
 	dryRun := fs.Bool("dry-run", false, "print what would happen and change nothing")
-	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+	if err := parseFlags(fs, recoverSynopsis, args); err != nil {
+		return helpIsDone(err)
 	}
 	if *id <= 0 || (*action != flush.ActionReload && *action != flush.ActionRefund) {
-		fs.Usage()
-		return errors.Join(errors.New("recover needs -envelope N and -action reload or refund"), exitCode(2))
+		fmt.Fprintln(os.Stderr, "flusher recover: needs -envelope N and -action reload or refund")
+		fmt.Fprintln(os.Stderr, "usage: flusher recover", recoverSynopsis)
+		return errUsage
 	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
 	ctx, cancel := operatorContext()
 	defer cancel()
 	clients, err := daemon.Connect(ctx, cfg)

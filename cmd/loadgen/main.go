@@ -1,5 +1,6 @@
 // Command loadgen drives a grab load against a deployment of the service and
-// checks the answers; `loadgen noop-server` serves the no-op reference.
+// checks the answers; `loadgen noop-server` serves the no-op reference and
+// `loadgen bench-page` turns a make bench result into an HTML page.
 // Flags and output: `loadgen -h` and internal/loadgen.
 package main
 
@@ -30,6 +31,16 @@ func run(ctx context.Context, args []string) int {
 			}
 			fmt.Fprintln(os.Stderr, "loadgen noop-server:", err)
 			return 1
+		}
+		return 0
+	}
+	if len(args) > 0 && args[0] == "bench-page" {
+		if err := loadgen.BenchPage(args[1:], os.Stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintln(os.Stderr, "loadgen bench-page:", err)
+			return 2
 		}
 		return 0
 	}

@@ -1,9 +1,10 @@
 // Package audit checks the service's money invariants against what
 // PostgreSQL (and, optionally, Redis) hold now: every envelope's packets add
 // up, every cent is claimed or refunded exactly once, statuses agree with the
-// money, and Redis has not lost grabs PostgreSQL already knows. It only reads;
-// an operator (or the flusher's audit subcommand) decides what to do with the
-// report.
+// money, Redis has not lost grabs PostgreSQL already knows, and the claims
+// Redis still answers for a settled envelope are those PostgreSQL paid. It only
+// reads; an operator (or the flusher's audit subcommand) decides what to do
+// with the report, and Record keeps its outcome for the flushers' metrics.
 package audit
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/redisstore"
 )
 
@@ -31,7 +33,7 @@ type Options struct {
 	// claim_conflicts rows found at or after it. Zero means everything.
 	Since time.Time
 	// Redis, when set, also checks open and expired envelopes against their
-	// Redis state.
+	// Redis state, and settled ones against the claims Redis still holds.
 	Redis redis.UniversalClient
 	// Keys names the Redis keys (redisstore.NewKeys(prefix, shards)); needed
 	// with Redis.
@@ -80,7 +82,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		if err := checkPage(ctx, o, rows, &rep); err != nil {
+		if err := checkPage(ctx, pool, o, rows, &rep); err != nil {
 			return Report{}, err
 		}
 		if len(rows) < o.PageSize {
@@ -112,11 +114,15 @@ func (o Options) withDefaults() (Options, error) {
 // before Redis on purpose: Redis's grabbed_cents only grows and is always
 // ahead of what the flusher wrote, so reading it later can only make it look
 // further ahead, never falsely behind.
-func checkPage(ctx context.Context, o Options, rows []envelopeRow, rep *Report) error {
+func checkPage(ctx context.Context, pool *pgxpool.Pool, o Options, rows []envelopeRow, rep *Report) error {
 	var live map[int64]liveState
+	var settled map[int64]Violation
 	if o.Redis != nil {
 		var err error
 		if live, err = readLive(ctx, o.Redis, o.Keys, redisChecked(rows)); err != nil {
+			return err
+		}
+		if settled, err = checkSettledClaims(ctx, pool, o.Redis, o.Keys, rows); err != nil {
 			return err
 		}
 	}
@@ -124,11 +130,14 @@ func checkPage(ctx context.Context, o Options, rows []envelopeRow, rep *Report) 
 		rep.Checked++
 		rep.Packets += r.Packets.N
 		rep.Violations = append(rep.Violations, checkEnvelope(r)...)
-		if r.Status == statusSuspended {
+		if r.Status == envelope.StatusSuspended {
 			rep.Suspended = append(rep.Suspended, r.ID)
 		}
 		if l, ok := live[r.ID]; ok {
 			rep.Violations = append(rep.Violations, checkRedis(r, l)...)
+		}
+		if v, ok := settled[r.ID]; ok {
+			rep.Violations = append(rep.Violations, v)
 		}
 	}
 	return nil
@@ -142,7 +151,7 @@ func checkPage(ctx context.Context, o Options, rows []envelopeRow, rep *Report) 
 func redisChecked(rows []envelopeRow) []int64 {
 	var ids []int64
 	for _, r := range rows {
-		if r.Status == statusOpen || r.Status == statusExpired {
+		if r.Status == envelope.StatusOpen || r.Status == envelope.StatusExpired {
 			ids = append(ids, r.ID)
 		}
 	}

@@ -1,6 +1,10 @@
 package audit
 
-import "fmt"
+import (
+	"fmt"
+
+	"redpacket/internal/envelope"
+)
 
 // Check names: stable, so dashboards and scripts can match on them.
 const (
@@ -19,24 +23,15 @@ const (
 	CheckRedisMeta          = "redis_meta"          // the meta in Redis cannot be read
 	CheckRedisBehind        = "redis_behind"        // Redis counts fewer grabbed cents than PostgreSQL claims
 	CheckRedisPool          = "redis_pool"          // pool + claims in Redis != count while open
+	CheckRedisClaims        = "redis_claims"        // a settled envelope's claims in Redis differ from PostgreSQL's
 	CheckConflict           = "conflict"            // a claim_conflicts row: an answered grab not paid, or corruption
-)
-
-// Envelope statuses the checks tell apart.
-const (
-	statusOpen      = "open"
-	statusSoldOut   = "sold_out"
-	statusExpired   = "expired"
-	statusSettled   = "settled"
-	statusSuspended = "suspended"
-	statusFailed    = "failed"
 )
 
 // envelopeRow is an envelope as stored and the aggregate of its packets, read
 // in one statement (see pageColumns).
 type envelopeRow struct {
 	ID            int64
-	Status        string
+	Status        envelope.Status
 	Count         int64
 	TotalCents    int64
 	ClaimedCents  int64 // envelopes.claimed_cents
@@ -58,7 +53,9 @@ type packetTotals struct {
 }
 
 // final reports whether an envelope's money can no longer move.
-func final(status string) bool { return status == statusSettled || status == statusFailed }
+func final(status envelope.Status) bool {
+	return status == envelope.StatusSettled || status == envelope.StatusFailed
+}
 
 // checkEnvelope returns the invariants one envelope breaks, in a fixed order.
 // It is pure so that every check, including those the schema's constraints
@@ -136,11 +133,11 @@ func checkFinal(r envelopeRow, add addFunc) {
 func checkStatus(r envelopeRow, add addFunc) {
 	soldOut := r.ClaimedCents == r.TotalCents
 	switch {
-	case r.Status == statusSoldOut && !soldOut:
+	case r.Status == envelope.StatusSoldOut && !soldOut:
 		add(CheckSoldOutStatus, "sold_out with %d of %d cents claimed", r.ClaimedCents, r.TotalCents)
-	case r.Status == statusOpen && soldOut:
+	case r.Status == envelope.StatusOpen && soldOut:
 		add(CheckSoldOutStatus, "open with all %d cents claimed", r.TotalCents)
-	case r.Status == statusFailed && (r.ClaimedCents != 0 || r.Packets.ClaimedN != 0):
+	case r.Status == envelope.StatusFailed && (r.ClaimedCents != 0 || r.Packets.ClaimedN != 0):
 		add(CheckFailedClaimed, "failed (never offered) with %d packets, %d cents claimed",
 			r.Packets.ClaimedN, r.ClaimedCents)
 	}

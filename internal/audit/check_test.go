@@ -3,11 +3,13 @@ package audit
 import (
 	"slices"
 	"testing"
+
+	"redpacket/internal/envelope"
 )
 
 // row is a consistent envelope of 4 packets, 1000 cents, in the status given,
 // with claimed of its cents claimed (the rest refunded when final).
-func row(status string, claimed int64) envelopeRow {
+func row(status envelope.Status, claimed int64) envelopeRow {
 	r := envelopeRow{ID: 7, Status: status, Count: 4, TotalCents: 1000, ClaimedCents: claimed,
 		Packets: packetTotals{N: 4, Cents: 1000, ClaimedCents: claimed}}
 	if claimed > 0 {

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
-// TestPageQueryUsesPacketsIndex keeps the finding documented at pageColumns:
+// TestPageQueryUsesPacketsIndex keeps the finding documented at readPage:
 // on 2,000 envelopes of 100 packets each, a page's packets are read through
 // packets_envelope_user_key, never by a sequential scan of packets.
 func TestPageQueryUsesPacketsIndex(t *testing.T) {
@@ -36,15 +38,15 @@ func TestPageQueryUsesPacketsIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		{"all, first page", pageAll, []any{int64(0), DefaultPageSize}},
-		{"all, last page", pageAll, []any{int64(1500), DefaultPageSize}},
-		{"since", pageSince, []any{int64(0), DefaultPageSize, since}},
+		{"all, first page", dbsqlc.AuditPage, []any{int64(0), DefaultPageSize}},
+		{"all, last page", dbsqlc.AuditPage, []any{int64(1500), DefaultPageSize}},
+		{"since", dbsqlc.AuditPageSince, []any{int64(0), since, DefaultPageSize}},
 	} {
 		plan := d.explain(tc.query, tc.args...)
 		if strings.Contains(plan, "Seq Scan on packets") || !strings.Contains(plan, "packets_envelope_user_key") {
 			t.Errorf("%s: packets not read through packets_envelope_user_key:\n%s", tc.name, plan)
 		}
-		if tc.query == pageAll && !strings.Contains(plan, "Index Scan using envelopes_pkey") {
+		if tc.query == dbsqlc.AuditPage && !strings.Contains(plan, "Index Scan using envelopes_pkey") {
 			t.Errorf("%s: page not read through envelopes_pkey:\n%s", tc.name, plan)
 		}
 	}

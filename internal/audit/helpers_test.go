@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"redpacket/internal/ids"
+	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv"
 )
@@ -28,7 +30,7 @@ type db struct {
 	rdb   redis.UniversalClient
 	store *redisstore.Store
 	keys  redisstore.Keys
-	// grabs counts grabs per envelope, for distinct users and order numbers.
+	// grabs counts grabs per envelope, for distinct users.
 	grabs map[int64]int
 }
 
@@ -39,6 +41,7 @@ func newDB(t *testing.T) *db {
 	pool, _ := testenv.Postgres(t)
 	rdb, prefix := testenv.Redis(t)
 	store := redisstore.New(rdb, prefix, shards)
+	t.Cleanup(ids.NewOrderNumbers(store, pgstore.New(pool), ids.OrderConfig{}).Close)
 	return &db{t: t, ctx: ctx, pool: pool, rdb: rdb, store: store, keys: store.Keys(), grabs: map[int64]int{}}
 }
 
@@ -170,7 +173,7 @@ func (d *db) grab(id int64) (string, redisstore.Claim) {
 	n := d.grabs[id]
 	d.grabs[id] = n + 1
 	user := fmt.Sprintf("u%d", n)
-	c, err := d.store.Grab(d.ctx, id, user, time.Now(), fmt.Sprintf("%d%04d", id, n))
+	c, err := d.store.Grab(d.ctx, id, user, time.Now())
 	if err != nil {
 		d.t.Fatalf("grab envelope %d for %s: %v", id, user, err)
 	}

@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
-// pageColumns reads a page of envelopes and, for each, the aggregate of its
-// packets. The envelope row and its aggregate come from one statement, so they
-// are one snapshot and agree with each other even while the flusher writes;
-// different pages may see different moments, which is harmless because every
-// check is about one envelope.
+// readPage returns up to limit envelopes in scope with id > after, by id, and
+// for each the aggregate of its packets (the queries AuditPage and
+// AuditPageSince in internal/db/query/audit.sql). The envelope row and its
+// aggregate come from one statement, so they are one snapshot and agree with
+// each other even while the flusher writes; different pages may see
+// different moments, which is harmless because every check is about one
+// envelope.
 //
 // The aggregate is a LATERAL subquery per envelope, so PostgreSQL runs it as a
 // nested loop driven by the page: each envelope's packets are found through
@@ -48,111 +50,58 @@ import (
 // users_twice counts claimed packets beyond each user's first and
 // claimed_and_refunded the packets carrying both marks: constraints rule both
 // out, which is exactly why the audit must not assume them.
-const pageColumns = `
-SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
-       e.settled_at IS NOT NULL,
-       a.n, a.cents, a.claimed_n, a.claimed_cents, a.refunded_n, a.refunded_cents,
-       a.claimed_and_refunded, a.users_twice
-FROM page e
-CROSS JOIN LATERAL (
-    SELECT count(*) AS n,
-           coalesce(sum(p.amount_cents), 0)::bigint AS cents,
-           count(p.claimed_by) AS claimed_n,
-           coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
-           count(p.refunded_at) AS refunded_n,
-           coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
-           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
-           count(p.claimed_by) - count(DISTINCT p.claimed_by) AS users_twice
-    FROM packets p
-    WHERE p.envelope_id = e.id
-) a
-ORDER BY e.id`
-
-// envelopeColumns are the envelope columns the checks read.
-const envelopeColumns = `id, status, count, total_cents, claimed_cents, refunded_cents, settled_at`
-
-// pageAll is a page of every envelope, keyset-paginated by id.
-const pageAll = `
-WITH page AS MATERIALIZED (
-    SELECT ` + envelopeColumns + ` FROM envelopes WHERE id > $1 ORDER BY id LIMIT $2
-)` + pageColumns
-
-// pageSince is a page of the envelopes created at or after $3 plus every one
-// not in a final state. The status list is spelled as in the predicate of
-// envelopes_unsettled_idx so the planner can use that index; it must name
-// every status except the final ones (settled, failed).
-const pageSince = `
-WITH page AS MATERIALIZED (
-    SELECT ` + envelopeColumns + ` FROM envelopes
-    WHERE id > $1
-      AND (created_at >= $3 OR status IN ('loading', 'open', 'sold_out', 'expired', 'suspended'))
-    ORDER BY id LIMIT $2
-)` + pageColumns
-
-// readPage returns up to limit envelopes in scope with id > after, by id.
 func readPage(ctx context.Context, pool *pgxpool.Pool, since time.Time, after int64, limit int) ([]envelopeRow, error) {
-	query, args := pageAll, []any{after, limit}
-	if !since.IsZero() {
-		query, args = pageSince, append(args, since)
+	q := dbsqlc.New(pool)
+	var out []envelopeRow
+	if since.IsZero() {
+		rows, err := q.AuditPage(ctx, dbsqlc.AuditPageParams{After: after, MaxRows: int32(limit)})
+		if err != nil {
+			return nil, wrap(fmt.Sprintf("read envelopes after %d", after), err)
+		}
+		for _, r := range rows {
+			out = append(out, pageRow(dbsqlc.AuditPageSinceRow(r)))
+		}
+		return out, nil
 	}
-	rows, err := pool.Query(ctx, query, args...)
+	rows, err := q.AuditPageSince(ctx, dbsqlc.AuditPageSinceParams{After: after, Since: since, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("read envelopes after %d", after), err)
 	}
-	out, err := pgx.CollectRows(rows, scanEnvelopeRow)
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("read envelopes after %d", after), err)
+	for _, r := range rows {
+		out = append(out, pageRow(r))
 	}
 	return out, nil
 }
 
-func scanEnvelopeRow(row pgx.CollectableRow) (envelopeRow, error) {
-	var r envelopeRow
-	p := &r.Packets
-	err := row.Scan(&r.ID, &r.Status, &r.Count, &r.TotalCents, &r.ClaimedCents, &r.RefundedCents,
-		&r.HasSettledAt, &p.N, &p.Cents, &p.ClaimedN, &p.ClaimedCents, &p.RefundedN, &p.RefundedCents,
-		&p.ClaimedAndRefunded, &p.UsersTwice)
-	return r, err
+func pageRow(r dbsqlc.AuditPageSinceRow) envelopeRow {
+	return envelopeRow{
+		ID: r.ID, Status: r.Status, Count: int64(r.Count), TotalCents: r.TotalCents,
+		ClaimedCents: r.ClaimedCents, RefundedCents: r.RefundedCents, HasSettledAt: r.HasSettledAt,
+		Packets: packetTotals{
+			N: r.N, Cents: r.Cents, ClaimedN: r.ClaimedN, ClaimedCents: r.PacketsClaimedCents,
+			RefundedN: r.RefundedN, RefundedCents: r.PacketsRefundedCents,
+			ClaimedAndRefunded: r.ClaimedAndRefunded, UsersTwice: r.UsersTwice,
+		},
+	}
 }
-
-// conflictsQuery reads the claims the flusher could not apply. claim_conflicts
-// is small (every row is an incident), so it is read whole, without paging.
-const conflictsQuery = `
-SELECT envelope_id, packet_id, user_id, reason, claimed_at, found_at
-FROM claim_conflicts
-WHERE found_at >= $1
-ORDER BY id`
 
 // readConflicts returns one "conflict" violation per claim_conflicts row
-// found at or after since (every row when since is zero).
+// found at or after since (every row when since is zero). claim_conflicts is
+// small (every row is an incident), so it is read whole, without paging.
 func readConflicts(ctx context.Context, pool *pgxpool.Pool, since time.Time) ([]Violation, error) {
-	from := pgtype.Timestamptz{Time: since, Valid: true}
-	if since.IsZero() {
-		from = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	}
-	rows, err := pool.Query(ctx, conflictsQuery, from)
+	rows, err := dbsqlc.New(pool).AuditConflicts(ctx, since) // the zero time is before every row
 	if err != nil {
 		return nil, wrap("read claim conflicts", err)
 	}
-	out, err := pgx.CollectRows(rows, scanConflict)
-	if err != nil {
-		return nil, wrap("read claim conflicts", err)
+	out := make([]Violation, len(rows))
+	for i, r := range rows {
+		out[i] = Violation{
+			EnvelopeID: r.EnvelopeID,
+			Check:      CheckConflict,
+			Detail: fmt.Sprintf("claim of packet %d by user %q at %s could not be applied: %s (found %s)",
+				r.PacketID, r.UserID, r.ClaimedAt.UTC().Format(time.RFC3339Nano), r.Reason,
+				r.FoundAt.UTC().Format(time.RFC3339)),
+		}
 	}
 	return out, nil
-}
-
-func scanConflict(row pgx.CollectableRow) (Violation, error) {
-	var (
-		v               Violation
-		packet          int64
-		user, reason    string
-		claimed, foundT time.Time
-	)
-	if err := row.Scan(&v.EnvelopeID, &packet, &user, &reason, &claimed, &foundT); err != nil {
-		return Violation{}, err
-	}
-	v.Check = CheckConflict
-	v.Detail = fmt.Sprintf("claim of packet %d by user %q at %s could not be applied: %s (found %s)",
-		packet, user, claimed.UTC().Format(time.RFC3339Nano), reason, foundT.UTC().Format(time.RFC3339))
-	return v, nil
 }

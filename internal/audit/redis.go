@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	rs "redpacket/internal/redisscript"
 	"redpacket/internal/redisstore"
 )
 
@@ -16,18 +17,18 @@ var liveSource string
 
 // liveScript reads one envelope's state; KEYS, ARGV and reply are documented
 // in live.lua.
-var liveScript = redis.NewScript(liveSource)
+var liveScript = rs.New("live.lua", liveSource, rs.Reply{Code: liveRead, Name: "READ"})
 
-// metaOpen is the meta status of an envelope that grabs are taken from.
-const metaOpen = "open"
+// liveRead is live.lua's one reply code.
+const liveRead rs.Code = 0
 
 // liveState is an envelope's state in Redis.
 type liveState struct {
-	Loaded       bool   // meta present
-	Status       string // meta status
-	GrabbedCents string // meta grabbed_cents as stored, parsed by checkRedis
-	Pool         int64  // packets not grabbed
-	Claims       int64  // users holding a packet
+	Loaded       bool                  // meta present
+	Status       redisstore.MetaStatus // meta status
+	GrabbedCents string                // meta grabbed_cents as stored, parsed by checkRedis
+	Pool         int64                 // packets not grabbed
+	Claims       int64                 // users holding a packet
 }
 
 // readLive reads the Redis state of the envelopes in one pipeline. It uses
@@ -47,7 +48,11 @@ func readLive(ctx context.Context, rdb redis.UniversalClient, keys redisstore.Ke
 	}
 	out := make(map[int64]liveState, len(ids))
 	for i, id := range ids {
-		l, err := parseLive(cmds[i].Val())
+		_, payload, err := liveScript.Parse(cmds[i].Result())
+		var l liveState
+		if err == nil {
+			l, err = parseLive(payload)
+		}
 		if err != nil {
 			return nil, wrap(fmt.Sprintf("redis state of envelope %d", id), err)
 		}
@@ -56,20 +61,23 @@ func readLive(ctx context.Context, rdb redis.UniversalClient, keys redisstore.Ke
 	return out, nil
 }
 
-// parseLive reads live.lua's reply.
-func parseLive(reply any) (liveState, error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) != 4 {
-		return liveState{}, fmt.Errorf("unexpected reply %v", reply)
+// parseLive reads live.lua's payload.
+func parseLive(payload any) (liveState, error) {
+	vals, err := rs.List(payload, 4)
+	if err != nil {
+		return liveState{}, err
 	}
-	pool, ok1 := vals[2].(int64)
-	claims, ok2 := vals[3].(int64)
-	if !ok1 || !ok2 {
-		return liveState{}, fmt.Errorf("unexpected reply %v", reply)
+	pool, err := rs.Int(vals[2])
+	if err != nil {
+		return liveState{}, err
+	}
+	claims, err := rs.Int(vals[3])
+	if err != nil {
+		return liveState{}, err
 	}
 	status, loaded := vals[0].(string)
 	grabbed, _ := vals[1].(string)
-	return liveState{Loaded: loaded, Status: status, GrabbedCents: grabbed, Pool: pool, Claims: claims}, nil
+	return liveState{Loaded: loaded, Status: redisstore.MetaStatus(status), GrabbedCents: grabbed, Pool: pool, Claims: claims}, nil
 }
 
 // checkRedis compares an open or expired envelope in PostgreSQL (r, read
@@ -91,7 +99,7 @@ func checkRedis(r envelopeRow, l liveState) []Violation {
 			grabbed, r.ClaimedCents)...)
 	}
 	// Closing drops the pool, so the lengths add up only while open.
-	if l.Status == metaOpen && l.Pool+l.Claims != r.Count {
+	if l.Status == redisstore.MetaOpen && l.Pool+l.Claims != r.Count {
 		out = append(out, v(CheckRedisPool, "pool %d + claims %d != count %d", l.Pool, l.Claims, r.Count)...)
 	}
 	return out

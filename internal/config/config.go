@@ -1,11 +1,13 @@
-// Package config reads the daemons' settings from the environment. Every
-// setting, its default and its meaning are listed in the README; keep the
-// two in step.
+// Package config reads the daemons' settings from the environment and
+// checks every one at start (ranges.go, check.go). Every setting, its
+// default and its meaning are listed in the README and in Settings (what -h
+// prints; a test holds it to what Load reads); keep the three in step.
 package config
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -26,8 +28,13 @@ type Config struct {
 	GrabWaitTimeout   time.Duration
 
 	GrabberAddr     string
+	GrabberAuth     AuthMode
 	GrabberAPIToken string
+	GrabberMaxConns int    // connections the grabber holds open at once
+	AccessLog       bool   // a log line per API request
+	MetricsAddr     string // the grabber's /metrics listener; "" serves them on GrabberAddr
 	FlusherAddr     string
+	FlusherMaxConns int // connections the flusher's operations server holds open at once
 	LogLevel        string
 	Limits          envelope.Limits
 	ShutdownTimeout time.Duration
@@ -51,9 +58,9 @@ type Config struct {
 func Load(getenv func(string) string) (Config, error) {
 	r := reader{getenv: getenv}
 	c := Config{
-		DatabaseURL:       r.str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/redpacket?sslmode=disable"),
-		RedisURL:          r.str("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisClusterAddrs: r.list("REDIS_CLUSTER_ADDRS"),
+		DatabaseURL:       r.databaseURL("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/redpacket?sslmode=disable"),
+		RedisURL:          r.redisURL("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisClusterAddrs: r.addrs("REDIS_CLUSTER_ADDRS"),
 		RedisKeyPrefix:    r.str("REDIS_KEY_PREFIX", "rp"),
 		RedisPoolSize:     r.int("REDIS_POOL_SIZE", 64),
 		GrabWorkers:       r.int("GRAB_WORKERS", 4),
@@ -61,10 +68,14 @@ func Load(getenv func(string) string) (Config, error) {
 		GrabWaitReplicas:  r.count("GRAB_WAIT_REPLICAS", 0),
 		GrabWaitTimeout:   r.duration("GRAB_WAIT_TIMEOUT", 100*time.Millisecond),
 
-		GrabberAddr:     r.str("GRABBER_ADDR", ":8080"),
-		GrabberAPIToken: r.str("GRABBER_API_TOKEN", ""),
-		FlusherAddr:     r.str("FLUSHER_ADDR", ":9091"),
-		LogLevel:        r.str("LOG_LEVEL", "info"),
+		GrabberAddr:     r.listenAddr("GRABBER_ADDR", ":8080"),
+		GrabberAPIToken: r.token("GRABBER_API_TOKEN"),
+		GrabberMaxConns: r.int("GRABBER_MAX_CONNS", 1024),
+		AccessLog:       r.onOff("ACCESS_LOG", false),
+		MetricsAddr:     r.optionalListenAddr("METRICS_ADDR"),
+		FlusherAddr:     r.listenAddr("FLUSHER_ADDR", ":9091"),
+		FlusherMaxConns: r.int("FLUSHER_MAX_CONNS", 64),
+		LogLevel:        r.logLevel("LOG_LEVEL", "info"),
 		Limits: envelope.Limits{
 			MaxPackets:    r.int("MAX_PACKETS", 100000),
 			MaxTotalCents: int64(r.int("MAX_TOTAL_CENTS", 100000000)),
@@ -73,7 +84,7 @@ func Load(getenv func(string) string) (Config, error) {
 
 		IDLocation:     r.location("ID_TIME_ZONE", "UTC"),
 		OrderNoWidth:   r.int("ORDER_NO_WIDTH", 10),
-		OrderNoSegment: int64(r.int("ORDER_NO_SEGMENT", 1000)),
+		OrderNoSegment: int64(r.int("ORDER_NO_SEGMENT", 100000)),
 		ShortIDMin:     int64(r.int("SHORT_ID_MIN", 10000000)),
 		ShortIDMax:     int64(r.int("SHORT_ID_MAX", 99999999)),
 
@@ -85,18 +96,23 @@ func Load(getenv func(string) string) (Config, error) {
 		SettleEvery:        r.duration("SETTLE_EVERY", time.Second),
 		SettledKeyTTL:      r.duration("SETTLED_KEY_TTL", 24*time.Hour),
 	}
+	c.GrabberAuth = r.authMode("GRABBER_AUTH", c.GrabberAPIToken != "")
+	if c.AccessLog && (c.LogLevel == "warn" || c.LogLevel == "error") {
+		r.fail("ACCESS_LOG", "on", "its lines are written at level info, which LOG_LEVEL="+c.LogLevel+" drops; "+
+			"set LOG_LEVEL=info (or debug), or ACCESS_LOG=off")
+	}
+	if c.MetricsAddr != "" && c.MetricsAddr == c.GrabberAddr {
+		r.fail("METRICS_ADDR", c.MetricsAddr, "must differ from GRABBER_ADDR (leave it empty to serve /metrics there)")
+	}
 	if strings.ContainsAny(c.RedisKeyPrefix, "{}") || c.RedisKeyPrefix == "" {
 		r.fail("REDIS_KEY_PREFIX", c.RedisKeyPrefix, "must be non-empty and hold no braces")
 	}
-	if c.OrderNoWidth > 18 {
-		r.fail("ORDER_NO_WIDTH", strconv.Itoa(c.OrderNoWidth), "must be between 1 and 18")
-	}
-	if c.GrabBatchMax > 1000 {
-		// The grab script unpacks a call's users onto the Lua stack.
-		r.fail("GRAB_BATCH_MAX", strconv.Itoa(c.GrabBatchMax), "must be between 1 and 1000")
-	}
 	if c.ShortIDMin > c.ShortIDMax {
 		r.fail("SHORT_ID_MIN", strconv.FormatInt(c.ShortIDMin, 10), "must not exceed SHORT_ID_MAX")
+	} else if c.ShortIDMax-c.ShortIDMin >= maxShortIDs {
+		// The short ids in use are a Redis bitmap over the range.
+		r.fail("SHORT_ID_MAX", strconv.FormatInt(c.ShortIDMax, 10),
+			fmt.Sprintf("SHORT_ID_MIN..SHORT_ID_MAX may hold at most %d ids", int64(maxShortIDs)))
 	}
 	return c, errors.Join(r.errs...)
 }
@@ -127,41 +143,44 @@ func (r *reader) list(name string) []string {
 	return out
 }
 
-func (r *reader) int(name string, def int) int {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		r.fail(name, v, "must be a positive integer")
-		return def
-	}
-	return n
-}
+func (r *reader) int(name string, def int) int { return r.whole(name, def, 1) }
 
 // count reads a whole number that may be 0.
-func (r *reader) count(name string, def int) int {
+func (r *reader) count(name string, def int) int { return r.whole(name, def, 0) }
+
+// whole reads a whole number in its range of intRanges; a setting without
+// one may be any number from lo up.
+func (r *reader) whole(name string, def int, lo int64) int {
 	v := r.getenv(name)
 	if v == "" {
 		return def
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		r.fail(name, v, "must be 0 or a positive integer")
+	b, ok := intRanges[name]
+	if !ok {
+		b = intRange{lo, math.MaxInt64}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < b.lo || n > b.hi || int64(int(n)) != n {
+		r.fail(name, v, fmt.Sprintf("must be a whole number from %d to %d", b.lo, b.hi))
 		return def
 	}
-	return n
+	return int(n)
 }
 
+// duration reads a duration in its range of durationRanges.
 func (r *reader) duration(name string, def time.Duration) time.Duration {
 	v := r.getenv(name)
 	if v == "" {
 		return def
 	}
+	b, ok := durationRanges[name]
+	if !ok {
+		b = durationRange{time.Nanosecond, math.MaxInt64}
+	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		r.fail(name, v, "must be a positive duration such as 250ms or 5s")
+	if err != nil || d < b.lo || d > b.hi {
+		r.fail(name, v, "must be a duration from "+shortDuration(b.lo)+" to "+shortDuration(b.hi)+
+			", such as 250ms, 5s or 2m")
 		return def
 	}
 	return d

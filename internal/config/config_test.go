@@ -21,6 +21,19 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// The largest total every script adds up exactly is accepted, one more is not
+// (TestBadValues); 1e17, which broke the grab script, is refused.
+func TestMaxTotalCentsBound(t *testing.T) {
+	c, err := Load(env(map[string]string{"MAX_TOTAL_CENTS": "9007199254740991"}))
+	if err != nil || c.Limits.MaxTotalCents != 1<<53-1 {
+		t.Errorf("MAX_TOTAL_CENTS=2^53-1: %+v, %v", c.Limits, err)
+	}
+	if _, err := Load(env(map[string]string{"MAX_TOTAL_CENTS": "100000000000000000"})); err == nil ||
+		!strings.Contains(err.Error(), "MAX_TOTAL_CENTS=") {
+		t.Errorf("MAX_TOTAL_CENTS=1e17: %v, want an error naming it", err)
+	}
+}
+
 func TestOverrides(t *testing.T) {
 	c, err := Load(env(map[string]string{
 		"REDIS_CLUSTER_ADDRS": " a:1, b:2 ,", "FLUSH_IDLE_WAIT": "250ms", "MAX_PACKETS": "7",
@@ -40,7 +53,7 @@ func TestBadValues(t *testing.T) {
 	bad := map[string]string{
 		"FLUSH_BATCH_SIZE": "0", "MAX_PACKETS": "many", "FLUSH_IDLE_WAIT": "soon",
 		"ID_TIME_ZONE": "Mars/Olympus", "REDIS_KEY_PREFIX": "a{b}", "ORDER_NO_WIDTH": "19",
-		"SHORT_ID_MIN": "50", "SHORT_ID_MAX": "10",
+		"SHORT_ID_MIN": "50", "SHORT_ID_MAX": "10", "MAX_TOTAL_CENTS": "9007199254740992",
 	}
 	_, err := Load(env(bad))
 	if err == nil {

@@ -1,23 +1,22 @@
-// Package daemon holds what both daemons do the same way at start and stop:
-// settings and logger, clients, the operations HTTP server, and serving
-// until a signal.
+// Package daemon holds what both daemons do the same way with their
+// servers: connecting to PostgreSQL and Redis (with the schema check and the
+// shard count every process must share), readiness, closing, and serving an
+// HTTP server until its context ends. Settings are in internal/config, the
+// logger, metrics and probes in internal/telemetry; each cmd/*/main.go waits
+// for the signal and wires the rest.
 package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
 
 	"redpacket/internal/config"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
 )
 
 // Clients are the connections a daemon works with.
@@ -61,6 +60,15 @@ func (c *Clients) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Checks are each server's ping, by name, for the readiness metric
+// (telemetry.NewDependencyCollector).
+func (c *Clients) Checks() map[string]telemetry.Check {
+	return map[string]telemetry.Check{
+		"postgres": c.PG.Ping,
+		"redis":    func(ctx context.Context) error { return c.Redis.Ping(ctx).Err() },
+	}
+}
+
 // Close closes whatever is open.
 func (c *Clients) Close() {
 	if c.Redis != nil {
@@ -69,28 +77,4 @@ func (c *Clients) Close() {
 	if c.PG != nil {
 		c.PG.Close()
 	}
-}
-
-// Serve runs srv on addr until ctx ends, then shuts it down, letting requests
-// in hand finish for up to grace. It returns when the server has stopped.
-func Serve(ctx context.Context, log *zap.Logger, srv *http.Server, addr string, grace time.Duration) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	log.Info("listening", zap.String("addr", ln.Addr().String()))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
 }

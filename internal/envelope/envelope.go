@@ -1,6 +1,7 @@
 // Package envelope is the pure domain logic of a red packet (红包): the
-// envelope states, the create-request validation rules and the splitting of
-// an envelope's money into packets. It does no I/O.
+// envelope states and the types of events about them, the create-request
+// validation rules (and the characters of a user id) and the splitting of an
+// envelope's money into packets. It does no I/O.
 //
 // # Integer cents
 //
@@ -24,11 +25,14 @@ package envelope
 
 import "errors"
 
-// Status of an envelope, as stored in PostgreSQL.
+// Status of an envelope: the one type of envelope statuses in the service,
+// from the PostgreSQL domain envelope_status (which allows exactly these
+// values) to the API.
 type Status string
 
 // The envelope states. The strings are the values stored in PostgreSQL, so
-// they must not change.
+// they must not change; a new one is added to Statuses and to the domain
+// envelope_status in a migration.
 const (
 	StatusLoading   Status = "loading"
 	StatusOpen      Status = "open"
@@ -38,6 +42,14 @@ const (
 	StatusSuspended Status = "suspended"
 	StatusFailed    Status = "failed" // creation never finished; nothing was offered, all refunded
 )
+
+// String returns the status as stored.
+func (s Status) String() string { return string(s) }
+
+// Statuses lists every envelope status.
+func Statuses() []Status {
+	return []Status{StatusLoading, StatusOpen, StatusSoldOut, StatusExpired, StatusSettled, StatusSuspended, StatusFailed}
+}
 
 // ErrInvalid is wrapped by every validation error (errors.Is(err, ErrInvalid)).
 var ErrInvalid = errors.New("invalid argument")

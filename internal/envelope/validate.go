@@ -13,6 +13,11 @@ type Limits struct {
 	MaxTotalCents int64 // largest allowed total_cents
 }
 
+// MaxCents bounds every amount of money the service stores or adds up
+// (totals, packets, grabbed sums): 2^53 - 1, the largest integer every Lua
+// number holds exactly. MAX_TOTAL_CENTS may not exceed it.
+const MaxCents = 1<<53 - 1
+
 // DefaultLimits returns the limits of the API contract: at most 100000
 // packets and at most 100000000 cents (1,000,000.00) per envelope.
 func DefaultLimits() Limits {
@@ -49,8 +54,8 @@ func (l Limits) Validate(r CreateRequest) (time.Duration, error) {
 	if err := ValidateUserID("sender_id", r.SenderID); err != nil {
 		return 0, err
 	}
-	if r.TotalCents < 1 || r.TotalCents > l.MaxTotalCents {
-		return 0, rangeError("total_cents", 1, l.MaxTotalCents)
+	if maxTotal := min(l.MaxTotalCents, MaxCents); r.TotalCents < 1 || r.TotalCents > maxTotal {
+		return 0, rangeError("total_cents", 1, maxTotal)
 	}
 	if r.Count < 1 || r.Count > int64(l.MaxPackets) {
 		return 0, rangeError("count", 1, int64(l.MaxPackets))
@@ -82,7 +87,9 @@ func rangeError(field string, lo, hi int64) *FieldError {
 }
 
 // idByte marks the bytes allowed in an id: [A-Za-z0-9_.:@-]. A lookup table
-// rather than a regexp because ValidateUserID runs on every grab.
+// rather than a regexp because ValidateUserID runs on every grab. It is the
+// one definition of those characters: the HTTP layer's fast grab decoder asks
+// IsIDByte too.
 var idByte = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
@@ -96,6 +103,10 @@ var idByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// IsIDByte reports whether c may appear in a user or sender id: one of
+// [A-Za-z0-9_.:@-]. None of them needs escaping in JSON.
+func IsIDByte(c byte) bool { return idByte[c] }
 
 // ValidateUserID checks a user or sender id: 1 to 64 characters of
 // [A-Za-z0-9_.:@-]. field is the JSON field name used in the error

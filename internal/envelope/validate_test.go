@@ -135,6 +135,13 @@ func TestValidateCustomLimits(t *testing.T) {
 	checkFieldError(t, err, "count")
 	_, err = lim.Validate(CreateRequest{SenderID: "a", TotalCents: 501, Count: 5})
 	checkFieldError(t, err, "total_cents")
+	// Limits set past what stays exact are held to MaxCents.
+	huge := Limits{MaxPackets: 5, MaxTotalCents: 1e17}
+	_, err = huge.Validate(CreateRequest{SenderID: "a", TotalCents: MaxCents + 1, Count: 5})
+	checkFieldError(t, err, "total_cents")
+	if _, err := huge.Validate(CreateRequest{SenderID: "a", TotalCents: MaxCents, Count: 5}); err != nil {
+		t.Errorf("total MaxCents: %v", err)
+	}
 }
 
 func TestDefaultLimits(t *testing.T) {

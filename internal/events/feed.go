@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 )
 
@@ -15,11 +16,11 @@ var ErrUnavailable = errors.New("events unavailable")
 
 // Message is an event as the feed and the webhooks send it.
 type Message struct {
-	ID         int64           `json:"id"`
-	Type       string          `json:"type"`
-	EnvelopeID int64           `json:"envelope_id"`
-	Data       json.RawMessage `json:"data"`
-	CreatedAt  string          `json:"created_at"`
+	ID         int64              `json:"id"`
+	Type       envelope.EventType `json:"type"`
+	EnvelopeID int64              `json:"envelope_id"`
+	Data       json.RawMessage    `json:"data"`
+	CreatedAt  string             `json:"created_at"`
 }
 
 // timeLayout is the API's: RFC 3339, UTC, milliseconds.

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/events"
 	"redpacket/internal/pgstore"
 )
@@ -78,7 +79,7 @@ func TestFeedPages(t *testing.T) {
 		t.Errorf("read at the end = %+v, %v after %s", p, err, time.Since(start))
 	}
 	last, _ := f.Read(ctxT(t), 5, 10, 0)
-	if len(last.Events) != 1 || last.Events[0].Type != pgstore.EventEnvelopeSoldOut ||
+	if len(last.Events) != 1 || last.Events[0].Type != envelope.EventEnvelopeSoldOut ||
 		last.Events[0].EnvelopeID != 1 || last.Events[0].CreatedAt[len(last.Events[0].CreatedAt)-1] != 'Z' {
 		t.Errorf("last event = %+v", last.Events)
 	}
@@ -163,7 +164,7 @@ func TestListenerReconnects(t *testing.T) {
 	f := events.NewFeed(d.Store, l)
 	reconnected := l.Changed()
 	if n := d.count(t, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND query LIKE 'LISTEN%'`); n != 1 {
+		WHERE datname = current_database() AND query LIKE '%LISTEN redpacket_events%' AND pid <> pg_backend_pid()`); n != 1 {
 		t.Fatalf("terminated %d listening backends, want 1", n)
 	}
 	select {

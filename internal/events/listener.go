@@ -87,8 +87,8 @@ func (l *Listener) session(ctx context.Context, listening func()) error {
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgstore.EventsChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
+	if err := pgstore.Listen(ctx, conn); err != nil {
+		return err
 	}
 	listening()
 	// Events may have committed while nobody listened.

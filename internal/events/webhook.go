@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,12 +16,15 @@ import (
 	"go.uber.org/zap"
 
 	"redpacket/internal/pgstore"
+	"redpacket/internal/redact"
 )
 
 // WebhookConfig configures the webhook sender; zero fields take defaults.
 type WebhookConfig struct {
-	URL    string
-	Secret []byte
+	URL string
+	// Keys sign every request: one, or two (the old and the new) while the
+	// secret is rotated, each giving a signature of its own.
+	Keys [][]byte
 	// Timeout bounds one request, answer included (default 5s).
 	Timeout time.Duration
 	// MinBackoff is the pause after an envelope's first failed attempt; it
@@ -67,12 +71,12 @@ type DeliveryStore interface {
 }
 
 // Webhook pushes events to a receiver: at least once, each envelope's in
-// order (an event is sent only once the one before it was accepted), with a
-// signature, retrying with exponential backoff and jitter per envelope. All
-// of its state is in PostgreSQL, so a restart resumes where it was: nothing
-// accepted is sent again (but for a request in flight when the process
-// died), and envelopes in backoff stay in backoff. Any number of processes
-// may run one on the same database.
+// order (an event is sent only once the one before it was accepted),
+// signed per Standard Webhooks, retrying with exponential backoff and
+// jitter per envelope. All of its state is in PostgreSQL, so a restart
+// resumes where it was: nothing accepted is sent again (but for a request
+// in flight when the process died), and envelopes in backoff stay in
+// backoff. Any number of processes may run one on the same database.
 type Webhook struct {
 	store    DeliveryStore
 	listener *Listener // wakes the sender when events commit; nil: Poll only
@@ -159,14 +163,9 @@ func (w *Webhook) Run(ctx context.Context) {
 	}
 }
 
-// redacted is the URL without a password it may carry, for the log.
-func redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
-}
+// redacted is the URL without the credentials and query values it may
+// carry, for the log.
+func redacted(raw string) string { return redact.URL(raw) }
 
 func (w *Webhook) changed() <-chan struct{} {
 	if w.listener == nil {
@@ -275,10 +274,22 @@ func (w *Webhook) send(ctx context.Context, e pgstore.Event) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "redpacket-webhook/1")
-	req.Header.Set(EventIDHeader, strconv.FormatInt(e.ID, 10))
-	req.Header.Set(SignatureHeader, Sign(w.cfg.Secret, w.now(), body))
+	id, now := strconv.FormatInt(e.ID, 10), w.now()
+	// The specification spells its headers in lower case; Go sends names
+	// set directly in the map as they are.
+	req.Header[IDHeader] = []string{id}
+	req.Header[TimestampHeader] = []string{strconv.FormatInt(now.Unix(), 10)}
+	req.Header[SignatureHeader] = []string{Sign(w.cfg.Keys, id, now, body)}
+	req.Header.Set(LegacyEventIDHeader, id)
+	req.Header.Set(LegacySignatureHeader, SignLegacy(w.cfg.Keys, now, body))
 	resp, err := w.client.Do(req)
 	if err != nil {
+		// The client's error names the URL (with the password starred
+		// but the query whole): it is logged, so it names it redacted.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redacted(ue.URL)
+		}
 		return fmt.Errorf("post event %d: %w", e.ID, err)
 	}
 	defer resp.Body.Close()

@@ -3,6 +3,7 @@ package events_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"maps"
@@ -11,37 +12,86 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.uber.org/zap/zaptest"
 
 	"redpacket/internal/events"
 )
 
-var secret = []byte("whsec-0123456789abcdef")
+// secret is the webhook secret of the tests but the rotation's, as an
+// operator writes it in WEBHOOK_SECRET and a receiver holds it.
+var secret = whsec("tests-webhook-key-0123456789abcdef")
+
+// whsec is the Standard Webhooks form of a key.
+func whsec(key string) string { return "whsec_" + base64.StdEncoding.EncodeToString([]byte(key)) }
+
+// keyOf is the key of a whsec_ secret.
+func keyOf(t testing.TB, s string) []byte {
+	t.Helper()
+	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+	if err != nil {
+		t.Error(err) // not Fatal: called by the handler's goroutine too
+	}
+	return k
+}
 
 // hang is a receiver's decision to answer nothing until the sender gives up.
 const hang = 0
 
 // receiver is a campaign backend's webhook endpoint. It checks every
-// request's signature and records the events it accepted, in arrival order.
+// request's signature with the Standard Webhooks library and a secret it
+// trusts, checks the deprecated signature header with the same secret, and
+// records the events it accepted, in arrival order.
 type receiver struct {
 	t      *testing.T
 	decide func(m events.Message, attempt int) int // status to answer, or hang
 
 	mu       sync.Mutex
+	trusted  string   // the secret it verifies with
+	probes   []string // secrets it records, per request, whether they verify
 	attempts map[int64]int
 	accepted []events.Message
+	requests []request
+}
+
+// request is what a receiver saw of one request: for each probe secret,
+// whether its key verified the standard and the deprecated signatures.
+type request struct {
+	m           events.Message
+	std, legacy []bool
 }
 
 func newReceiver(t *testing.T, decide func(m events.Message, attempt int) int) (*receiver, string) {
-	rc := &receiver{t: t, decide: decide, attempts: map[int64]int{}}
+	rc := &receiver{t: t, decide: decide, trusted: secret, attempts: map[int64]int{}}
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 	return rc, srv.URL
+}
+
+// trust makes the receiver verify with s from now on.
+func (rc *receiver) trust(s string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.trusted = s
+}
+
+// verifies reports whether s verifies a request's standard signature (with
+// the specification's library) and its deprecated one.
+func verifies(t *testing.T, s string, h http.Header, body []byte) (std, legacy bool) {
+	wh, err := standardwebhooks.NewWebhook(s)
+	if err != nil {
+		t.Errorf("secret %s: %v", s, err) // not Fatal: called by the handler's goroutine
+		return false, false
+	}
+	std = wh.Verify(body, h) == nil
+	legacy = events.VerifyLegacy(keyOf(t, s), h.Get(events.LegacySignatureHeader), body, time.Now(), time.Minute) == nil
+	return std, legacy
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,8 +99,13 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if err := events.Verify(secret, r.Header.Get(events.SignatureHeader), body, time.Now(), time.Minute); err != nil {
-		rc.t.Errorf("request with signature %q: %v", r.Header.Get(events.SignatureHeader), err)
+	rc.mu.Lock()
+	trusted, probes := rc.trusted, rc.probes
+	rc.mu.Unlock()
+	if std, legacy := verifies(rc.t, trusted, r.Header, body); !std || !legacy {
+		rc.t.Errorf("request with %s %q, %s %q: verified %v, deprecated header verified %v",
+			events.SignatureHeader, r.Header.Get(events.SignatureHeader),
+			events.LegacySignatureHeader, r.Header.Get(events.LegacySignatureHeader), std, legacy)
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
@@ -62,12 +117,20 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if got := r.Header.Get(events.EventIDHeader); got != strconv.FormatInt(m.ID, 10) || r.Method != http.MethodPost {
-		rc.t.Errorf("%s with %s %q for event %d", r.Method, events.EventIDHeader, got, m.ID)
+	id := strconv.FormatInt(m.ID, 10)
+	if r.Header.Get(events.IDHeader) != id || r.Header.Get(events.LegacyEventIDHeader) != id || r.Method != http.MethodPost {
+		rc.t.Errorf("%s with %s %q and %s %q for event %d", r.Method, events.IDHeader, r.Header.Get(events.IDHeader),
+			events.LegacyEventIDHeader, r.Header.Get(events.LegacyEventIDHeader), m.ID)
+	}
+	seen := request{m: m}
+	for _, p := range probes {
+		std, legacy := verifies(rc.t, p, r.Header, body)
+		seen.std, seen.legacy = append(seen.std, std), append(seen.legacy, legacy)
 	}
 	rc.mu.Lock()
 	rc.attempts[m.ID]++
 	n := rc.attempts[m.ID]
+	rc.requests = append(rc.requests, seen)
 	rc.mu.Unlock()
 	status := rc.decide(m, n)
 	if status == hang {
@@ -110,7 +173,9 @@ func (rc *receiver) acceptedCount() int {
 // ends); stop returns once it has.
 func runWebhook(t *testing.T, d db, l *events.Listener, cfg events.WebhookConfig) (stop func()) {
 	t.Helper()
-	cfg.Secret = secret
+	if cfg.Keys == nil {
+		cfg.Keys = [][]byte{keyOf(t, secret)}
+	}
 	w := events.NewWebhook(d.Store, l, cfg, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -278,6 +343,9 @@ func TestWebhookRestartNeitherLosesNorFloods(t *testing.T) {
 	})
 	cfg := fastRetries(url)
 	cfg.MinBackoff, cfg.MaxBackoff = time.Hour, time.Hour // one failure: an hour's wait
+	// Only envelope 9 may fail: a request of another timed out on a loaded
+	// machine would make its envelope wait the hour too.
+	cfg.Timeout = 10 * time.Second
 	nine := d.eventIDsByEnvelope(t)[9]
 	stop := runWebhook(t, d, nil, cfg)
 	waitFor(t, 10*time.Second, "20 events accepted and envelope 9 refused", func() bool {

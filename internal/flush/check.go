@@ -60,8 +60,8 @@ func (f *Flusher) checkBatch(ctx context.Context, claims []pgstore.Claim, res pg
 // in Redis: settled and failed ones may have let their keys expire, suspended
 // ones are already in an operator's hands, and sold-out ones have nothing
 // left to offer.
-func redisHeld(status string) bool {
-	switch envelope.Status(status) {
+func redisHeld(status envelope.Status) bool {
+	switch status {
 	case envelope.StatusLoading, envelope.StatusOpen, envelope.StatusExpired:
 		return true
 	}

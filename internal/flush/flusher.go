@@ -92,9 +92,6 @@ func New(rs *redisstore.Store, pg *pgstore.Store, cfg Config, log *zap.Logger) *
 	return f
 }
 
-// Shards returns the shards this flusher works on now.
-func (f *Flusher) Shards() []int { return f.shards }
-
 // renewLeases takes or gives up shards; without leases it does nothing. On
 // an error the flusher holds no shard until the next renewal succeeds.
 func (f *Flusher) renewLeases(ctx context.Context) error {

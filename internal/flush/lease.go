@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
 // Leases decide which shards this flusher drains when several run: each
@@ -84,8 +86,8 @@ func (l *Leases) Refresh(ctx context.Context) ([]int, error) {
 		if l.owned[s] {
 			continue
 		}
-		var got bool
-		if err := l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, leaseClass, s).Scan(&got); err != nil {
+		got, err := dbsqlc.New(l.conn).TryLockShard(ctx, dbsqlc.TryLockShardParams{Class: leaseClass, Shard: int32(s)})
+		if err != nil {
 			return nil, l.lost(err)
 		}
 		if got {
@@ -107,7 +109,7 @@ func (l *Leases) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect for shard leases: %w", err)
 	}
-	if _, err := conn.Exec(cctx, `SELECT pg_advisory_lock_shared($1, 0)`, memberClass); err != nil {
+	if err := dbsqlc.New(conn).JoinFlushers(cctx, memberClass); err != nil {
 		_ = conn.Close(ctx)
 		return fmt.Errorf("join the flushers: %w", err)
 	}
@@ -117,16 +119,12 @@ func (l *Leases) connect(ctx context.Context) error {
 
 // members counts the flushers holding the member lock, this one included.
 func (l *Leases) members(ctx context.Context) (int, error) {
-	var n int
-	err := l.conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
-		WHERE locktype = 'advisory' AND classid = $1 AND objid = 0 AND objsubid = 2 AND granted
-		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-		uint32(memberClass)).Scan(&n)
-	return max(n, 1), err
+	n, err := dbsqlc.New(l.conn).CountFlushers(ctx, memberClass)
+	return max(int(n), 1), err
 }
 
 func (l *Leases) release(ctx context.Context, shard int) error {
-	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, leaseClass, shard); err != nil {
+	if err := dbsqlc.New(l.conn).UnlockShard(ctx, dbsqlc.UnlockShardParams{Class: leaseClass, Shard: int32(shard)}); err != nil {
 		return err
 	}
 	delete(l.owned, shard)

@@ -1,8 +1,6 @@
 package flush
 
 import (
-	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,26 +9,75 @@ import (
 	"redpacket/internal/testenv"
 )
 
-// settle refreshes every set of leases until none changes, at most 10 rounds.
-func settleLeases(t *testing.T, ls ...*Leases) [][]int {
+// settleLeases refreshes every set of leases, round after round, until they
+// partition the shards: each shard held by exactly one of them and none
+// holding more than maxEach. A closed flusher's locks are released by
+// PostgreSQL only once its backend has noticed the closed connection, so
+// rounds that change nothing prove nothing; the partition itself is the
+// condition. It gives up after 15 s and returns the last holdings, which the
+// caller's wantPartition then reports.
+func settleLeases(t *testing.T, shards, maxEach int, ls ...*Leases) [][]int {
 	t.Helper()
-	ctx := context.Background()
-	var last [][]int
-	for range 10 {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
 		var held [][]int
 		for _, l := range ls {
-			shards, err := l.Refresh(ctx)
+			owned, err := l.Refresh(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			held = append(held, shards)
+			held = append(held, owned)
 		}
-		if slices.EqualFunc(held, last, slices.Equal) {
+		if partitioned(held, shards, maxEach) || time.Now().After(deadline) {
 			return held
 		}
-		last = held
+		time.Sleep(20 * time.Millisecond)
 	}
-	return last
+}
+
+// partitioned reports whether held gives every shard to exactly one holder
+// and no holder more than maxEach.
+func partitioned(held [][]int, shards, maxEach int) bool {
+	seen := map[int]int{}
+	for _, h := range held {
+		if len(h) > maxEach {
+			return false
+		}
+		for _, s := range h {
+			seen[s]++
+		}
+	}
+	for s := range shards {
+		if seen[s] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLeasesShareShardsAndTakeOverFromTheDead(t *testing.T) {
+	t.Parallel()
+	_, url := testenv.Postgres(t)
+	const shards = 16
+	log := zaptest.NewLogger(t)
+	a, b, c := NewLeases(url, shards, log), NewLeases(url, shards, log), NewLeases(url, shards, log)
+	defer a.Close()
+	defer b.Close()
+
+	held := settleLeases(t, shards, shards, a)
+	wantPartition(t, held, shards, shards)
+
+	// Two more join: the first gives shards up until each holds its share.
+	held = settleLeases(t, shards, 6, a, b, c)
+	wantPartition(t, held, shards, 6)
+
+	// One dies (its connection closes): the others hold everything again
+	// within a round or two.
+	start := time.Now()
+	c.Close()
+	held = settleLeases(t, shards, 8, a, b)
+	wantPartition(t, held, shards, 8)
+	t.Logf("takeover settled in %v", time.Since(start))
 }
 
 func wantPartition(t *testing.T, held [][]int, shards, maxEach int) {
@@ -49,29 +96,4 @@ func wantPartition(t *testing.T, held [][]int, shards, maxEach int) {
 			t.Errorf("shard %d is held by %d flushers, want exactly 1 (%v)", s, seen[s], held)
 		}
 	}
-}
-
-func TestLeasesShareShardsAndTakeOverFromTheDead(t *testing.T) {
-	t.Parallel()
-	_, url := testenv.Postgres(t)
-	const shards = 16
-	log := zaptest.NewLogger(t)
-	a, b, c := NewLeases(url, shards, log), NewLeases(url, shards, log), NewLeases(url, shards, log)
-	defer a.Close()
-	defer b.Close()
-
-	held := settleLeases(t, a)
-	wantPartition(t, held, shards, shards)
-
-	// Two more join: the first gives shards up until each holds its share.
-	held = settleLeases(t, a, b, c)
-	wantPartition(t, held, shards, 6)
-
-	// One dies (its connection closes): the others hold everything again
-	// within a round or two.
-	start := time.Now()
-	c.Close()
-	held = settleLeases(t, a, b)
-	wantPartition(t, held, shards, 8)
-	t.Logf("takeover settled in %v", time.Since(start))
 }

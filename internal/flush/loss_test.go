@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
@@ -31,7 +32,7 @@ func insertLoading(t *testing.T, s *stack.Stack, id int64, created time.Time) {
 	}
 }
 
-func status(t *testing.T, s *stack.Stack, id int64) string {
+func status(t *testing.T, s *stack.Stack, id int64) envelope.Status {
 	t.Helper()
 	e, err := s.PG.Envelope(context.Background(), id)
 	if err != nil {
@@ -62,7 +63,7 @@ func TestRedisLossSuspendsInsteadOfReoffering(t *testing.T) {
 	if err := f.Upkeep(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[int64]string{open.ID: "suspended", 7: "suspended", sold.ID: "settled"} {
+	for id, want := range map[int64]envelope.Status{open.ID: envelope.StatusSuspended, 7: envelope.StatusSuspended, sold.ID: envelope.StatusSettled} {
 		if got := status(t, s, id); got != want {
 			t.Errorf("envelope %d is %s after redis lost its data, want %s", id, got, want)
 		}
@@ -171,7 +172,7 @@ func TestRepairGivesUpOldLoadingEnvelope(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for id, want := range map[int64]string{1: "failed", 2: "open", 3: "open"} {
+	for id, want := range map[int64]envelope.Status{1: envelope.StatusFailed, 2: envelope.StatusOpen, 3: envelope.StatusOpen} {
 		if got := status(t, s, id); got != want {
 			t.Errorf("envelope %d is %s, want %s", id, got, want)
 		}

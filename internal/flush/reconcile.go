@@ -112,7 +112,7 @@ func (f *Flusher) suspendShard(ctx context.Context, shard int) error {
 func lossReason(e pgstore.Envelope, grabbed map[int64]int64) string {
 	cents, ok := grabbed[e.ID]
 	switch {
-	case !ok && e.Status == string(envelope.StatusLoading):
+	case !ok && e.Status == envelope.StatusLoading:
 		return "redis lost its data while the envelope was loading; it may have been offered"
 	case !ok:
 		return "redis holds no state for the envelope"

@@ -74,7 +74,7 @@ func (f *Flusher) PlanRecovery(ctx context.Context, id int64, action string) (Pl
 func (p Plan) blocked(now time.Time) string {
 	e := p.Envelope
 	switch {
-	case e.Status != string(envelope.StatusSuspended):
+	case e.Status != envelope.StatusSuspended:
 		return fmt.Sprintf("the envelope is %s; only a suspended envelope is recovered", e.Status)
 	case p.Queued > 0:
 		return fmt.Sprintf("%d of its claims still wait in Redis; let the flusher write them, then try again", p.Queued)
@@ -88,7 +88,7 @@ func (p Plan) blocked(now time.Time) string {
 // PostgreSQL, then reopens it; refund drops its Redis state (grabs of it are
 // then answered from PostgreSQL), then settles it. Either can be repeated if
 // it stops half-way.
-func (f *Flusher) Recover(ctx context.Context, p Plan) (string, error) {
+func (f *Flusher) Recover(ctx context.Context, p Plan) (envelope.Status, error) {
 	if p.Blocked != "" {
 		return "", fmt.Errorf("%w: %s", ErrBlocked, p.Blocked)
 	}
@@ -111,11 +111,10 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (string, error) {
 		if err := f.redis.Forget(ctx, id); err != nil {
 			return "", err
 		}
-		st, err := f.pg.Settle(ctx, id, f.now(), string(envelope.StatusSuspended))
+		st, err := f.pg.Settle(ctx, id, f.now(), envelope.StatusSuspended)
 		if err != nil {
 			return "", err
 		}
-		countFinished(st)
 		f.log.Warn("suspended envelope refunded by an operator", zap.Int64("envelope_id", id),
 			zap.Int64("claimed_cents", st.ClaimedCents), zap.Int64("refunded_cents", st.RefundedCents))
 		return st.Status, nil
@@ -127,7 +126,7 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f.log.Warn("suspended envelope reloaded by an operator", zap.Int64("envelope_id", id), zap.String("status", status))
+	f.log.Warn("suspended envelope reloaded by an operator", zap.Int64("envelope_id", id), zap.Stringer("status", status))
 	return status, nil
 }
 

@@ -79,7 +79,7 @@ func (f *Flusher) markLoaded(ctx context.Context, id int64, loadedNow bool) erro
 		return err
 	}
 	f.log.Warn("repaired envelope left loading", zap.Int64("envelope_id", id),
-		zap.Bool("pool_loaded_now", loadedNow), zap.String("status", status))
+		zap.Bool("pool_loaded_now", loadedNow), zap.Stringer("status", status))
 	return nil
 }
 
@@ -102,7 +102,6 @@ func (f *Flusher) failLoading(ctx context.Context, epoch string, e pgstore.Envel
 	if err != nil {
 		return err
 	}
-	countFinished(st)
 	f.log.Warn("gave up an envelope that never finished loading; nothing was offered, all refunded",
 		zap.Int64("envelope_id", e.ID), zap.Int64("refunded_cents", st.RefundedCents))
 	return nil

@@ -10,7 +10,6 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
-	"redpacket/internal/telemetry"
 )
 
 // settleBatch bounds how many envelopes one settlement round handles; the
@@ -56,7 +55,7 @@ func (f *Flusher) settle(ctx context.Context, e pgstore.Envelope) error {
 	if err := f.afterCloseHook(e.ID); err != nil {
 		return err
 	}
-	if e.Status == string(envelope.StatusSoldOut) {
+	if e.Status == envelope.StatusSoldOut {
 		// Every packet is claimed in PostgreSQL, so Redis has nothing to add
 		// and, closed, nothing left to offer.
 		return f.finish(ctx, e)
@@ -65,7 +64,7 @@ func (f *Flusher) settle(ctx context.Context, e pgstore.Envelope) error {
 		return f.suspend(ctx, e.ID, "redis holds no state for the envelope")
 	}
 	if closed.Before != redisstore.MetaOpen && closed.Before != redisstore.MetaClosed {
-		return f.suspend(ctx, e.ID, "redis shows the envelope "+closed.Before)
+		return f.suspend(ctx, e.ID, "redis shows the envelope "+string(closed.Before))
 	}
 	// Read after the close: every grant is in the queue or PostgreSQL by now.
 	cur, err := f.pg.Envelope(ctx, e.ID)
@@ -111,8 +110,8 @@ func (f *Flusher) awaitClaims(ctx context.Context, e pgstore.Envelope, grabbed i
 // finish writes the settlement. An envelope settled meanwhile is fine; one
 // whose cents disagree with its packets is suspended for an operator.
 func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
-	st, err := f.pg.Settle(ctx, e.ID, f.now(), string(envelope.StatusOpen), string(envelope.StatusExpired),
-		string(envelope.StatusSoldOut))
+	st, err := f.pg.Settle(ctx, e.ID, f.now(), envelope.StatusOpen, envelope.StatusExpired,
+		envelope.StatusSoldOut)
 	switch {
 	case errors.Is(err, pgstore.ErrWrongStatus):
 		return nil
@@ -121,16 +120,9 @@ func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
 	case err != nil:
 		return err
 	}
-	countFinished(st)
 	f.log.Info("envelope settled", zap.Int64("envelope_id", e.ID), zap.Int64("claimed_cents", st.ClaimedCents),
 		zap.Int64("refunded_cents", st.RefundedCents), zap.Int("packets_refunded", st.Refunded))
 	return nil
-}
-
-// countFinished counts a settled or failed envelope and its refund.
-func countFinished(st pgstore.Settlement) {
-	telemetry.Finished.WithLabelValues(st.Status).Inc()
-	telemetry.RefundedCents.Add(float64(st.RefundedCents))
 }
 
 func (f *Flusher) afterCloseHook(id int64) error {

@@ -148,7 +148,7 @@ func TestSettleWaitsForQueuedClaimsAndRefusesLateGrabs(t *testing.T) {
 	// A grabber whose clock runs late still cannot get a packet: the
 	// envelope is closed in Redis.
 	late := time.Now().Add(-time.Hour)
-	if _, err := s.Redis.Grab(ctx, e.ID, "late", late, "1"); !errors.Is(err, redisstore.ErrClosed) {
+	if _, err := s.Redis.Grab(ctx, e.ID, "late", late); !errors.Is(err, redisstore.ErrClosed) {
 		t.Fatalf("grab by a late clock after the close = %v, want ErrClosed", err)
 	}
 	if err := f.Drain(ctx); err != nil {

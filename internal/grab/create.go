@@ -11,6 +11,7 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/reqctx"
 )
 
 // Envelope is a created envelope as the API reports it.
@@ -20,7 +21,7 @@ type Envelope struct {
 	SenderID   string
 	TotalCents int64
 	Count      int
-	Status     string
+	Status     envelope.Status
 	ExpiresAt  time.Time
 }
 
@@ -61,7 +62,7 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 	defer cancel()
 	status, err := s.load(ctx, row, firstPacket, amounts)
 	if err != nil {
-		s.log.Error("envelope could not be opened; the flusher repairs or gives it up",
+		reqctx.Logger(ctx, s.log).Error("envelope could not be opened; the flusher repairs or gives it up",
 			zap.Int64("envelope_id", id), zap.Error(err))
 		return Envelope{}, fmt.Errorf("%w: envelope %d could not be opened: %v", ErrUnavailable, id, err)
 	}
@@ -91,11 +92,11 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket
 		if !errors.Is(err, pgstore.ErrShareCodeTaken) || try == shareCodeTries {
 			return err
 		}
-		s.log.Warn("share code already in use; taking another", zap.String("share_code", code))
+		reqctx.Logger(ctx, s.log).Warn("share code already in use; taking another", zap.String("share_code", code))
 	}
 }
 
-func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int64, amounts []int64) (string, error) {
+func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int64, amounts []int64) (envelope.Status, error) {
 	packets := make([]redisstore.Packet, len(amounts))
 	for i, a := range amounts {
 		packets[i] = redisstore.Packet{ID: firstPacket + int64(i), AmountCents: a}
@@ -107,7 +108,7 @@ func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int6
 	if err != nil {
 		return "", err
 	}
-	switch envelope.Status(status) {
+	switch status {
 	case envelope.StatusOpen, envelope.StatusSoldOut:
 		return status, nil
 	}

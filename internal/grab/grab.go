@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"redpacket/internal/envelope"
+	"redpacket/internal/ids"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/telemetry"
@@ -28,7 +29,7 @@ func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore
 // hashed from their label on every grab.
 var grabCounters = func() map[string]prometheus.Counter {
 	m := map[string]prometheus.Counter{}
-	for _, r := range []string{"repeat", "granted", "sold_out", "expired", "not_found", "invalid", "unavailable"} {
+	for _, r := range telemetry.GrabResults {
 		m[r] = telemetry.Grabs.WithLabelValues(r)
 	}
 	return m
@@ -49,6 +50,10 @@ func grabResult(c redisstore.Claim, err error) string {
 		return "not_found"
 	case errors.Is(err, envelope.ErrInvalid):
 		return "invalid"
+	case errors.Is(err, context.Canceled):
+		// The caller went away (a client that hung up) before the answer:
+		// not the service failing. A grab already sent still stands.
+		return "canceled"
 	}
 	return "unavailable"
 }
@@ -60,13 +65,8 @@ func (s *Service) grab(ctx context.Context, id int64, userID string) (redisstore
 	if id <= 0 {
 		return redisstore.Claim{}, ErrNotFound
 	}
-	// Taken before knowing whether a packet is granted, so the script can
-	// record it atomically with the claim; refused grabs leave gaps.
-	orderNo, err := s.orderNos.Next(ctx)
-	if err != nil {
-		return redisstore.Claim{}, fmt.Errorf("%w: order number: %w", ErrUnavailable, err)
-	}
-	c, err := s.redis.Grab(ctx, id, userID, s.Now(), orderNo)
+	// The script numbers the grant itself; a refusal takes no number.
+	c, err := s.redis.Grab(ctx, id, userID, s.Now())
 	switch {
 	case err == nil:
 		return c, nil
@@ -78,6 +78,8 @@ func (s *Service) grab(ctx context.Context, id int64, userID string) (redisstore
 		return c, fmt.Errorf("%w: envelope %d is suspended until an operator recovers it", ErrUnavailable, id)
 	case errors.Is(err, redisstore.ErrNotLoaded):
 		return s.notLoaded(ctx, id, userID)
+	case errors.Is(err, redisstore.ErrOrderNumbersExhausted):
+		return c, fmt.Errorf("%w: %w", ids.ErrExhausted, err)
 	}
 	return c, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
@@ -94,7 +96,7 @@ func (s *Service) notLoaded(ctx context.Context, id int64, userID string) (redis
 	case err != nil:
 		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	switch envelope.Status(e.Status) {
+	switch e.Status {
 	case envelope.StatusSettled, envelope.StatusSoldOut:
 		return s.heldClaim(ctx, e, userID)
 	case envelope.StatusExpired, envelope.StatusFailed:

@@ -31,7 +31,7 @@ type IDs interface {
 	Block(ctx context.Context, n int64) (int64, error)
 }
 
-// Codes hands out unique strings: order numbers, share codes.
+// Codes hands out unique strings: share codes.
 type Codes interface {
 	Next(ctx context.Context) (string, error)
 }
@@ -47,7 +47,6 @@ type Service struct {
 	redis     *redisstore.Store
 	envIDs    IDs
 	packetIDs IDs
-	orderNos  Codes
 	shares    Codes
 	shortIDs  ShortIDs
 	limits    envelope.Limits
@@ -62,7 +61,6 @@ type Config struct {
 	Redis     *redisstore.Store
 	EnvIDs    IDs // allocator of the "envelope" sequence
 	PacketIDs IDs // allocator of the "packet" sequence
-	OrderNos  Codes
 	Shares    Codes
 	ShortIDs  ShortIDs
 	Limits    envelope.Limits
@@ -74,7 +72,7 @@ type Config struct {
 func New(c Config) *Service {
 	s := &Service{
 		pg: c.PG, redis: c.Redis, envIDs: c.EnvIDs, packetIDs: c.PacketIDs,
-		orderNos: c.OrderNos, shares: c.Shares, shortIDs: c.ShortIDs,
+		shares: c.Shares, shortIDs: c.ShortIDs,
 		limits: c.Limits, now: c.Now, log: c.Log,
 	}
 	if s.now == nil {

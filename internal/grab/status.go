@@ -66,7 +66,7 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 		}
 		st.GrabbedCents = e.ClaimedCents
 	}
-	switch envelope.Status(e.Status) {
+	switch e.Status {
 	case envelope.StatusLoading, envelope.StatusSettled, envelope.StatusFailed:
 		// Nothing is offered: not yet, or the rest went back to the sender.
 	default:
@@ -79,18 +79,18 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 // liveStatus is the PostgreSQL status, moved on by what Redis already knows:
 // an open envelope with nothing left is sold out, one past its expiry has
 // expired, before the flusher records either.
-func liveStatus(e pgstore.Envelope, live redisstore.Live, remaining int64, now time.Time) string {
-	if e.Status != string(envelope.StatusOpen) || !live.Loaded {
+func liveStatus(e pgstore.Envelope, live redisstore.Live, remaining int64, now time.Time) envelope.Status {
+	if e.Status != envelope.StatusOpen || !live.Loaded {
 		return e.Status
 	}
 	if live.Status == redisstore.MetaSuspended {
-		return string(envelope.StatusSuspended)
+		return envelope.StatusSuspended
 	}
 	if live.Status == redisstore.MetaClosed || now.After(e.ExpiresAt) {
-		return string(envelope.StatusExpired)
+		return envelope.StatusExpired
 	}
 	if remaining == 0 {
-		return string(envelope.StatusSoldOut)
+		return envelope.StatusSoldOut
 	}
 	return e.Status
 }

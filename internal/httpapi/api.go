@@ -1,23 +1,36 @@
-// Package httpapi is the grabber's HTTP API (see the API document): routes,
-// strict JSON, bearer-token auth, and the mapping of errors to answers.
+// Package httpapi is the grabber's HTTP API (see the API document): routes
+// with the scope each needs, strict JSON, authentication (none, one bearer
+// token, or per-client API keys), request ids and the access log, and the
+// mapping of errors to answers; and the flusher's operations handler, which
+// answers in the same way.
 package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"net/http"
-	"path"
 	"strconv"
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/apikey"
 	"redpacket/internal/grab"
+	"redpacket/internal/reqctx"
 	"redpacket/internal/telemetry"
 )
 
 // Options configure the API.
 type Options struct {
-	Token string                          // when set, required as a bearer token on /v1/
+	// Token, when set, is required as a bearer token on /v1/ (GRABBER_AUTH=token).
+	Token string
+	// Keys, when set, checks the bearer token of every /v1/ request as an
+	// API key, and each route's scope (GRABBER_AUTH=keys). Token must be empty.
+	Keys Keys
+	// AccessLog writes a line per request (ACCESS_LOG=on).
+	AccessLog bool
+	// NoMetrics leaves /metrics out (404): it has a listener of its own
+	// (METRICS_ADDR).
+	NoMetrics bool
+
 	Ready func(ctx context.Context) error // readiness probe (Redis and PostgreSQL); nil: always ready
 	Log   *zap.Logger
 
@@ -27,115 +40,153 @@ type Options struct {
 
 // API serves the grabber's routes.
 type API struct {
-	svc   *grab.Service
-	token string
-	ready func(ctx context.Context) error
-	log   *zap.Logger
-	mux   *http.ServeMux
+	*router
+	svc       *grab.Service
+	auth      auth
+	accessLog bool
+	endpoints []endpoint
+	handler   http.Handler // authentication and routing, counted in the HTTP metrics
+}
+
+// Endpoint is a route of the API and the scope an API key needs for it.
+type Endpoint struct {
+	Method  string
+	Pattern string
+	Scope   apikey.Scope // 0 only outside /v1/ (probes, metrics), which take no key
+}
+
+type endpoint struct {
+	Endpoint
+	serve http.HandlerFunc
 }
 
 // New returns the grabber's HTTP handler.
 func New(svc *grab.Service, o Options) *API {
-	a := &API{svc: svc, token: o.Token, ready: o.Ready, log: o.Log, mux: http.NewServeMux()}
-	if a.log == nil {
-		a.log = zap.NewNop()
-	}
-	if a.ready == nil {
-		a.ready = func(context.Context) error { return nil }
-	}
-	a.route("/v1/envelopes", map[string]http.HandlerFunc{"POST": a.create})
-	a.route("/v1/envelopes/{id}", map[string]http.HandlerFunc{"GET": a.status})
-	// /v1/envelopes/{id}/grab and /v1/envelopes/by-code/{code} overlap as
+	a := &API{router: newRouter(o.Log), svc: svc, auth: newAuth(o.Token, o.Keys), accessLog: o.AccessLog}
+	// Every /v1/ route names the scope a key needs for it: a route without
+	// one is refused here, when the API is built.
+	a.handle(
+		endpoint{Endpoint{http.MethodPost, "/v1/envelopes", apikey.ScopeCreate}, a.create},
+		endpoint{Endpoint{http.MethodGet, "/v1/envelopes/{id}", apikey.ScopeRead}, a.status},
+		// A short id is handed out (written) on first ask: not a read.
+		endpoint{Endpoint{http.MethodPost, "/v1/users/{user_id}/short-id", apikey.ScopeGrab}, a.shortID},
+		endpoint{Endpoint{http.MethodGet, "/v1/events", apikey.ScopeEvents}, a.events(o.Events)},
+	)
+	// /v1/envelopes/{id}/grab and /v1/envelopes/by-code/{share_code} overlap as
 	// patterns (by-code/grab matches both), so one handler tells them apart.
-	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub)
-	a.route("/v1/users/{user_id}/short-id", map[string]http.HandlerFunc{"POST": a.shortID})
-	a.route("/v1/events", map[string]http.HandlerFunc{"GET": a.events(o.Events)})
-	healthz, readyz := telemetry.Probes(a.ready, a.log)
-	a.route("/healthz", map[string]http.HandlerFunc{"GET": healthz})
-	a.route("/readyz", map[string]http.HandlerFunc{"GET": readyz})
-	a.route("/metrics", map[string]http.HandlerFunc{"GET": telemetry.MetricsHandler().ServeHTTP})
-	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
-	})
+	grabH := a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/grab", apikey.ScopeGrab}, a.grab})
+	byCode := a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/by-code/{share_code}", apikey.ScopeRead}, a.statusByCode})
+	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(grabH, byCode))
+	metrics := telemetry.Grabber.Handler()
+	if o.NoMetrics {
+		metrics = nil
+	}
+	a.operations(o.Ready, metrics)
+	a.handler = telemetry.InstrumentHTTP(http.HandlerFunc(a.serveAuthenticated))
 	return a
 }
 
-// route registers the handlers of a path by method, and an answer in the
-// API's error shape for any other method.
-func (a *API) route(path string, byMethod map[string]http.HandlerFunc) {
-	for method, h := range byMethod {
-		a.mux.HandleFunc(method+" "+path, h)
+// Endpoints lists the API's /v1/ routes with their scopes.
+func (a *API) Endpoints() []Endpoint {
+	out := make([]Endpoint, len(a.endpoints))
+	for i, ep := range a.endpoints {
+		out[i] = ep.Endpoint
 	}
-	a.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, &apiError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed here"})
-	})
+	return out
 }
 
-func (a *API) envelopeSub(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.PathValue("id") == "by-code" && r.Method == http.MethodGet:
-		a.statusByCode(w, r)
-	case r.PathValue("id") != "by-code" && r.PathValue("sub") == "grab" && r.Method == http.MethodPost:
-		a.grab(w, r)
-	case r.PathValue("id") == "by-code" || r.PathValue("sub") == "grab":
-		a.writeError(w, r, &apiError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed here"})
-	default:
-		a.writeError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
-	}
-}
-
-// ServeHTTP checks the token on /v1/ and recovers from panics, so a bug in
-// one request answers 500 instead of killing the server.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				panic(p)
-			}
-			a.log.Error("panic serving request", zap.String("path", r.URL.Path), zap.Any("panic", p), zap.Stack("stack"))
-			a.writeError(w, r, &apiError{http.StatusInternalServerError, "internal", "internal error"})
+// handle registers endpoints, those of one path together (for the Allow
+// header of a 405).
+func (a *API) handle(eps ...endpoint) {
+	var paths []string
+	byPath := map[string]map[string]http.HandlerFunc{}
+	for _, ep := range eps {
+		if byPath[ep.Pattern] == nil {
+			paths = append(paths, ep.Pattern)
+			byPath[ep.Pattern] = map[string]http.HandlerFunc{}
 		}
-	}()
-	if a.token != "" && len(r.URL.Path) >= 4 && r.URL.Path[:4] == "/v1/" && !a.authorized(r) {
-		a.writeError(w, r, &apiError{http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token"})
+		byPath[ep.Pattern][ep.Method] = a.scoped(ep)
+	}
+	for _, p := range paths {
+		a.route(p, byPath[p])
+	}
+}
+
+// scoped records ep and returns its handler behind the check of its scope.
+func (a *API) scoped(ep endpoint) http.HandlerFunc {
+	if ep.Scope == 0 {
+		panic("httpapi: route " + ep.Method + " " + ep.Pattern + " names no scope")
+	}
+	a.endpoints = append(a.endpoints, ep)
+	route := ep.Method + " " + ep.Pattern
+	return func(w http.ResponseWriter, r *http.Request) {
+		info := reqctx.From(r.Context())
+		if info != nil {
+			info.Route = route
+		}
+		if err := a.auth.permit(info, ep.Scope); err != nil {
+			w.Header().Set("WWW-Authenticate", insufficientScopeChallenge(ep.Scope))
+			a.writeError(w, r, err)
+			return
+		}
+		ep.serve(w, r)
+	}
+}
+
+func (a *API) envelopeSub(grabH, byCode http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		byCodePath := r.PathValue("id") == "by-code"
+		switch {
+		case byCodePath && (r.Method == http.MethodGet || r.Method == http.MethodHead): // as ServeMux serves GET routes
+			byCode(w, r)
+		case !byCodePath && r.PathValue("sub") == "grab" && r.Method == http.MethodPost:
+			grabH(w, r)
+		case byCodePath:
+			a.methodNotAllowed(w, r, "GET, HEAD")
+		case r.PathValue("sub") == "grab":
+			a.methodNotAllowed(w, r, "POST")
+		default:
+			a.notFound(w, r)
+		}
+	}
+}
+
+// ServeHTTP gives the request its id and context, then authenticates and
+// routes it; with the access log on, it writes the request's line.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	info := reqctx.New(requestID(r.Header.Get(requestIDHeader)), a.log)
+	w.Header().Set(requestIDHeader, info.ID)
+	r = r.WithContext(reqctx.With(r.Context(), info))
+	if !a.accessLog {
+		a.handler.ServeHTTP(w, r)
 		return
 	}
-	// ServeMux would answer a path that is not clean ("//", "/./", "/../")
-	// with a redirect in HTML; the API answers every request in JSON.
-	if !cleanPath(r.URL.Path) {
-		a.writeError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
-		return
-	}
-	a.mux.ServeHTTP(w, r)
+	a.serveLogged(w, r, info)
 }
 
-// cleanPath reports whether p is a rooted path that path.Clean leaves as it
-// is (but for a trailing slash), the paths ServeMux serves without redirecting.
-func cleanPath(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	c := path.Clean(p)
-	if p[len(p)-1] == '/' && c != "/" {
-		c += "/"
-	}
-	return c == p
+// writeError answers as the router does, logging with the request's logger,
+// so that its line carries the request's id.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	a.answerError(w, r, err)
 }
 
-func (a *API) authorized(r *http.Request) bool {
-	const prefix = "Bearer "
-	h := r.Header.Get("Authorization")
-	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(a.token)) == 1
-}
-
-// pathID reads the {id} path value: a positive integer.
+// pathID reads the {id} path value. An id has one spelling: a positive
+// decimal integer without sign or leading zero, so "+1001" and "01001" are
+// refused rather than read as 1001.
 func pathID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, badRequest("envelope_id: must be a positive integer")
+	s := r.PathValue("id")
+	bad := badRequest("envelope_id: must be a positive integer, without sign or leading zero")
+	if s == "" || s[0] < '1' || s[0] > '9' {
+		return 0, bad
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, bad
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, bad
 	}
 	return id, nil
 }

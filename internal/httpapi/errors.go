@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/apikey"
 	"redpacket/internal/envelope"
 	"redpacket/internal/events"
 	"redpacket/internal/grab"
@@ -37,6 +38,8 @@ func toAPIError(err error) *apiError {
 		return badRequest(fe.Error())
 	case errors.Is(err, envelope.ErrInvalid):
 		return badRequest(err.Error())
+	case errors.Is(err, apikey.ErrInsufficientScope):
+		return &apiError{http.StatusForbidden, "insufficient_scope", err.Error()}
 	case errors.Is(err, grab.ErrNotFound):
 		return &apiError{http.StatusNotFound, "not_found", "no such envelope"}
 	case errors.Is(err, grab.ErrSoldOut):
@@ -60,10 +63,16 @@ type errorBody struct {
 
 // writeError answers with the API's error shape. Server-side failures are
 // logged with the cause; the client sees only the code and a generic text.
-func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+// A request whose client went away (its context ended) is no server failure:
+// logged at debug level only.
+func (rt *router) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := toAPIError(err)
-	if ae.status >= 500 {
-		a.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+	switch {
+	case ae.status >= 500 && r.Context().Err() != nil:
+		rt.log.Debug("client went away before the answer", zap.String("method", r.Method),
+			zap.String("path", r.URL.Path), zap.NamedError("cause", err))
+	case ae.status >= 500:
+		rt.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", ae.status), zap.Error(err))
 	}
 	var body errorBody

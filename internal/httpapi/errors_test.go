@@ -91,6 +91,17 @@ func TestCreateInvalidArgument(t *testing.T) {
 		{"expires_in_seconds as string", `{` + valid + `,"expires_in_seconds":"60"}`, "expires_in_seconds"},
 		{"body over 64 KiB", padded(valid, maxBody+1), "larger"},
 		{"leading NBSP (not JSON whitespace)", "\u00a0{" + valid + "}", "JSON object"},
+		// Each field has one spelling and is given once: another parser
+		// (a gateway, the campaign backend) must not read other money.
+		{"duplicate total_cents (the last would win)", `{"sender_id":"a","total_cents":1000,"count":10,"total_cents":50000}`, "total_cents"},
+		{"duplicate with the same value", `{` + valid + `,"count":10}`, "count"},
+		{"duplicate spelled with an escape", `{` + valid + `,"c\u006funt":5}`, "count"},
+		{"name in upper case", `{"SENDER_ID":"u-1","total_cents":100,"count":10}`, "SENDER_ID"},
+		{"name in mixed case", `{"sender_id":"u-1","Total_Cents":100,"count":10}`, "Total_Cents"},
+		{"case variant beside the field", `{` + valid + `,"Count":50}`, "Count"},
+		{"long s (U+017F), which folds to s", "{\"\u017fender_id\":\"alice\",\"total_cents\":100,\"count\":10}", "\u017fender_id"},
+		{"long s written as an escape", `{"\u017fender_id":"alice","total_cents":100,"count":10}`, "\u017fender_id"},
+		{"invalid UTF-8 in a string", "{\"sender_id\":\"u-1\xff\",\"total_cents\":100,\"count\":10}", ""},
 	}
 	for _, b := range badBodies {
 		cases = append(cases, tc{b.name, b.body, b.msg})
@@ -131,6 +142,15 @@ func TestGrabInvalidArgument(t *testing.T) {
 		{"user_id as object", `{"user_id":{"id":"a"}}`, "user_id"},
 		{"unknown field", `{"user_id":"u-1","amount":5}`, "amount"},
 		{"body over 64 KiB", padded(`"user_id":"u-1"`, maxBody+1), "larger"},
+		{"name in upper case", `{"USER_ID":"dave"}`, "USER_ID"},
+		{"name in mixed case", `{"User_Id":"dave"}`, "User_Id"},
+		{"long s (U+017F), which folds to s", "{\"u\u017fer_id\":\"dave\"}", "u\u017fer_id"},
+		{"long s written as an escape", `{"u\u017fer_id":"dave"}`, "u\u017fer_id"},
+		{"case variant beside the field", `{"user_id":"dave","USER_ID":"erin"}`, "USER_ID"},
+		{"duplicate user_id", `{"user_id":"dave","user_id":"erin"}`, "user_id"},
+		{"duplicate with the same value", `{"user_id":"dave","user_id":"dave"}`, "user_id"},
+		{"duplicate spelled with an escape", `{"user_id":"dave","user\u005fid":"erin"}`, "user_id"},
+		{"duplicate after a space", `{"user_id": "dave", "user_id": "erin"}`, "user_id"},
 	}
 	for _, b := range badBodies {
 		cases = append(cases, tc{b.name, b.body, b.msg})
@@ -158,8 +178,12 @@ func TestGrabInvalidArgument(t *testing.T) {
 func TestEnvelopeIDInvalidArgument(t *testing.T) {
 	t.Parallel()
 	_, c := newClient(t)
+	env := c.createN(100, 1, 3600)
+	id := fmt.Sprint(env.EnvelopeID)
+	// An id has one spelling: "+1001" or "01001" is not envelope 1001.
 	for _, id := range []string{"abc", "0", "-1", "00", "1.5", "1e3", "0x10", "%201",
-		"99999999999999999999", "9223372036854775808", "-9223372036854775808"} {
+		"99999999999999999999", "9223372036854775808", "-9223372036854775808",
+		"+" + id, "0" + id, "00" + id, "%2B" + id, id + "%20", "0001", "+0", "-0", "1_000", "%EF%BC%91"} {
 		for _, r := range []struct{ method, path, body string }{
 			{"GET", "/v1/envelopes/" + id, ""},
 			{"POST", "/v1/envelopes/" + id + "/grab", `{"user_id":"u-1"}`},
@@ -173,6 +197,11 @@ func TestEnvelopeIDInvalidArgument(t *testing.T) {
 			})
 		}
 	}
+	t.Cleanup(func() {
+		if st := c.status(env.EnvelopeID); st.RemainingCount != 1 {
+			t.Errorf("remaining %d after refused grabs, want 1", st.RemainingCount)
+		}
+	})
 }
 
 func TestUnauthenticated(t *testing.T) {
@@ -202,7 +231,17 @@ func TestUnauthenticated(t *testing.T) {
 				{"POST", "/v1/envelopes/1001/grab", `{"user_id":"u-1"}`},
 				{"GET", "/v1/no-such-route", ""},
 			} {
-				requireError(t, c.doHeaders(r.method, r.path, r.body, h), http.StatusUnauthorized, "unauthenticated")
+				a := c.doHeaders(r.method, r.path, r.body, h)
+				requireError(t, a, http.StatusUnauthorized, "unauthenticated")
+				// RFC 6750 3: the challenge names the scheme; an error
+				// only when a bearer token was sent.
+				want := `Bearer realm="redpacket"`
+				if strings.HasPrefix(strings.ToLower(tc.auth), "bearer ") {
+					want += `, error="invalid_token"`
+				}
+				if got := a.Header.Values("WWW-Authenticate"); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+					t.Errorf("%s %s: WWW-Authenticate %q, want one starting %q", r.method, r.path, got, want)
+				}
 			}
 			if n := envelopeRows(t, s); n != 0 {
 				t.Errorf("envelopes table has %d rows after unauthenticated creates, want 0", n)
@@ -229,6 +268,46 @@ func TestUnauthenticated(t *testing.T) {
 			t.Errorf("grab with the token: amount %d, want 100", g.AmountCents)
 		}
 	})
+}
+
+// The scheme's name is case-insensitive (RFC 9110 11.1); the token is not.
+func TestBearerSchemeAnyCase(t *testing.T) {
+	t.Parallel()
+	_, c := newAuthClient(t)
+	for _, auth := range []string{"bearer " + testToken, "BEARER " + testToken, "bEaReR " + testToken,
+		"Bearer  " + testToken} {
+		// An id no envelope has: past auth, the answer is not_found.
+		a := c.doHeaders("GET", "/v1/envelopes/999999999", "", map[string]string{"Authorization": auth})
+		requireError(t, a, http.StatusNotFound, "not_found")
+	}
+	for _, auth := range []string{"bearer " + strings.ToUpper(testToken), "Bearer\t" + testToken, "Bearer:" + testToken,
+		"Bearers " + testToken} {
+		a := c.doHeaders("GET", "/v1/envelopes/999999999", "", map[string]string{"Authorization": auth})
+		requireError(t, a, http.StatusUnauthorized, "unauthenticated")
+	}
+}
+
+// A query string that does not parse is refused whole, never read in part
+// (url.Values would drop the bad pair and serve the rest).
+func TestMalformedQuery(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	env := c.createN(100, 1, 3600)
+	for _, q := range []string{"?x=3%zz", "?x=3;", "?x=1;y=2", "?x=%", "?%zz=1"} {
+		for _, r := range []struct{ method, path, body string }{
+			{"POST", grabPath(env.EnvelopeID) + q, `{"user_id":"u-1"}`},
+			{"GET", statusPath(env.EnvelopeID) + q, ""},
+			{"POST", "/v1/envelopes" + q, `{"sender_id":"u-1","total_cents":5,"count":5}`},
+		} {
+			msg := requireError(t, c.do(r.method, r.path, r.body), http.StatusBadRequest, "invalid_argument")
+			if !strings.Contains(msg, "query") {
+				t.Errorf("%s %s: message %q does not name the query", r.method, r.path, msg)
+			}
+		}
+	}
+	if st := c.status(env.EnvelopeID); st.RemainingCount != 1 {
+		t.Errorf("remaining %d after refused grabs, want 1", st.RemainingCount)
+	}
 }
 
 func TestNotFound(t *testing.T) {
@@ -272,26 +351,35 @@ func TestMethodNotAllowed(t *testing.T) {
 	t.Parallel()
 	_, c := newClient(t)
 	env := c.createN(100, 1, 3600)
-	for _, r := range []struct{ method, path string }{
-		{"DELETE", "/v1/envelopes/1"},
-		{"DELETE", statusPath(env.EnvelopeID)},
-		{"PUT", statusPath(env.EnvelopeID)},
-		{"PATCH", statusPath(env.EnvelopeID)},
-		{"POST", statusPath(env.EnvelopeID)},
-		{"GET", "/v1/envelopes"},
-		{"PUT", "/v1/envelopes"},
-		{"DELETE", "/v1/envelopes"},
-		{"GET", grabPath(env.EnvelopeID)},
-		{"PUT", grabPath(env.EnvelopeID)},
-		{"POST", "/healthz"},
-		{"DELETE", "/readyz"},
-		{"OPTIONS", "/v1/envelopes"},
+	for _, r := range []struct{ method, path, allow string }{
+		{"DELETE", "/v1/envelopes/1", "GET, HEAD"},
+		{"DELETE", statusPath(env.EnvelopeID), "GET, HEAD"},
+		{"PUT", statusPath(env.EnvelopeID), "GET, HEAD"},
+		{"PATCH", statusPath(env.EnvelopeID), "GET, HEAD"},
+		{"POST", statusPath(env.EnvelopeID), "GET, HEAD"},
+		{"GET", "/v1/envelopes", "POST"},
+		{"PUT", "/v1/envelopes", "POST"},
+		{"DELETE", "/v1/envelopes", "POST"},
+		{"GET", grabPath(env.EnvelopeID), "POST"},
+		{"PUT", grabPath(env.EnvelopeID), "POST"},
+		{"POST", "/v1/envelopes/by-code/26112100000", "GET, HEAD"},
+		{"GET", "/v1/users/u-1/short-id", "POST"},
+		{"POST", "/v1/events", "GET, HEAD"},
+		{"POST", "/healthz", "GET, HEAD"},
+		{"DELETE", "/readyz", "GET, HEAD"},
+		{"POST", "/metrics", "GET, HEAD"},
+		{"OPTIONS", "/v1/envelopes", "POST"},
 	} {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
 			t.Parallel()
-			msg := requireError(t, c.do(r.method, r.path, `{"user_id":"u-1"}`), http.StatusMethodNotAllowed, "method_not_allowed")
+			a := c.do(r.method, r.path, `{"user_id":"u-1"}`)
+			msg := requireError(t, a, http.StatusMethodNotAllowed, "method_not_allowed")
 			if !strings.Contains(msg, r.method) {
 				t.Errorf("message %q does not name the method %s", msg, r.method)
+			}
+			// RFC 9110 15.5.6: a 405 lists the methods the path serves.
+			if got := a.Header.Get("Allow"); got != r.allow {
+				t.Errorf("Allow: %q, want %q", got, r.allow)
 			}
 		})
 	}

@@ -20,6 +20,10 @@ const (
 	eventsLimitDefault = 100
 	eventsLimitMax     = 1000
 	eventsWaitMax      = 30 // seconds
+
+	// longPollAnswerTime is how long a long poll's answer may take once
+	// its wait is over: the daemons' write timeout for any answer.
+	longPollAnswerTime = 30 * time.Second
 )
 
 type eventsResponse struct {
@@ -40,10 +44,22 @@ func (a *API) events(feed EventFeed) http.HandlerFunc {
 			a.writeError(w, r, &apiError{http.StatusServiceUnavailable, "unavailable", "the events feed is not served here"})
 			return
 		}
-		q, err := parseEventsQuery(r.URL.Query())
+		v, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			a.writeError(w, r, badRequest("malformed query string: "+err.Error()))
+			return
+		}
+		q, err := parseEventsQuery(v)
 		if err != nil {
 			a.writeError(w, r, err)
 			return
+		}
+		if q.wait > 0 {
+			// The server's write timeout counts from the end of the
+			// request's header, and a long poll answers only after its
+			// wait: its deadline moves past the wait. Not every writer
+			// can (a test's recorder): then it stays as it is.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(q.wait + longPollAnswerTime))
 		}
 		p, err := feed.Read(r.Context(), q.after, q.limit, q.wait)
 		if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"redpacket/internal/daemon"
 	"redpacket/internal/envelope"
 	"redpacket/internal/events"
 	"redpacket/internal/httpapi"
@@ -150,6 +153,29 @@ func TestEventsLongPoll(t *testing.T) {
 	}
 }
 
+// A long poll outlasts the server's write timeout: it answers after its
+// wait, however short the timeout for other answers.
+func TestEventsLongPollOutlastsWriteTimeout(t *testing.T) {
+	t.Parallel()
+	_, c := newEventsClient(t, "")
+	srv := httptest.NewUnstartedServer(c.h)
+	srv.Config = daemon.NewServer(c.h, zaptest.NewLogger(t), daemon.Limits{
+		ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: 300 * time.Millisecond,
+		IdleTimeout: time.Minute}).HTTP
+	srv.Start()
+	defer srv.Close()
+	start := time.Now()
+	resp, err := srv.Client().Get(srv.URL + "/v1/events?wait=1")
+	if err != nil {
+		t.Fatalf("long poll of 1 s with a write timeout of 300 ms: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), `"next_after":0`) || time.Since(start) < time.Second {
+		t.Errorf("long poll: %d %s %v after %s", resp.StatusCode, body, err, time.Since(start))
+	}
+}
+
 func TestEventsInvalidArgument(t *testing.T) {
 	t.Parallel()
 	_, c := newEventsClient(t, "")
@@ -161,6 +187,13 @@ func TestEventsInvalidArgument(t *testing.T) {
 		msg := requireError(t, c.do("GET", "/v1/events"+q, ""), 400, "invalid_argument")
 		if !strings.Contains(msg, "after") && !strings.Contains(msg, "limit") && !strings.Contains(msg, "wait") {
 			t.Errorf("%s: message %q names no parameter", q, msg)
+		}
+	}
+	// A query that does not parse is refused, not served from cursor 0.
+	for _, q := range []string{"?limit=1&after=3%zz", "?after=3;", "?limit=1;after=3", "?after=3%", "?after=%33%"} {
+		msg := requireError(t, c.do("GET", "/v1/events"+q, ""), 400, "invalid_argument")
+		if !strings.Contains(msg, "query") {
+			t.Errorf("%s: message %q does not name the query", q, msg)
 		}
 	}
 	requireError(t, c.do("POST", "/v1/events", "{}"), 405, "method_not_allowed")

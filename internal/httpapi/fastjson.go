@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"redpacket/internal/envelope"
 )
 
 // The grab is the hot request: its body and answer are read and written
@@ -39,20 +41,12 @@ func plainGrab(body []byte) (string, bool) {
 	}
 	id := body[len(grabPrefix) : len(body)-len(grabSuffix)]
 	for _, c := range id {
-		if !plainByte[c] {
+		if !envelope.IsIDByte(c) {
 			return "", false
 		}
 	}
 	return string(id), true
 }
-
-// plainByte are the characters of a valid user id (see envelope.ValidateUserID).
-var plainByte = func() (t [256]bool) {
-	for _, c := range "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_.:@-" {
-		t[c] = true
-	}
-	return t
-}()
 
 // writeGrab writes a grab's answer exactly as writeJSON would.
 func writeGrab(w http.ResponseWriter, g grabResponse) {

@@ -29,7 +29,7 @@ func TestWriteGrabMatchesEncodingJSON(t *testing.T) {
 // accepts too, with the same user id.
 func FuzzPlainGrab(f *testing.F) {
 	for _, s := range []string{`{"user_id":"u-1"}`, `{"user_id":""}`, `{"user_id":"a\"b"}`, `{"user_id":"x"} `,
-		`{"USER_ID":"x"}`, `{"user_id":"é"}`, `{"user_id":"a"}}`, `{"user_id":"a:b@c.d_e"}`} {
+		`{"USER_ID":"x"}`, `{"user_id":"a","user_id":"b"}`, `{"user_id":"é"}`, `{"user_id":"a"}}`, `{"user_id":"a:b@c.d_e"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

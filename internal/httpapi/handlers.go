@@ -15,13 +15,13 @@ type createRequest struct {
 }
 
 type createResponse struct {
-	EnvelopeID int64     `json:"envelope_id"`
-	ShareCode  string    `json:"share_code"`
-	SenderID   string    `json:"sender_id"`
-	TotalCents int64     `json:"total_cents"`
-	Count      int       `json:"count"`
-	Status     string    `json:"status"`
-	ExpiresAt  Timestamp `json:"expires_at"`
+	EnvelopeID int64           `json:"envelope_id"`
+	ShareCode  string          `json:"share_code"`
+	SenderID   string          `json:"sender_id"`
+	TotalCents int64           `json:"total_cents"`
+	Count      int             `json:"count"`
+	Status     envelope.Status `json:"status"`
+	ExpiresAt  Timestamp       `json:"expires_at"`
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
@@ -80,19 +80,19 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 }
 
 type statusResponse struct {
-	EnvelopeID     int64      `json:"envelope_id"`
-	ShareCode      string     `json:"share_code,omitempty"`
-	SenderID       string     `json:"sender_id"`
-	Status         string     `json:"status"`
-	TotalCents     int64      `json:"total_cents"`
-	Count          int        `json:"count"`
-	GrabbedCount   int64      `json:"grabbed_count"`
-	GrabbedCents   int64      `json:"grabbed_cents"`
-	RemainingCount int64      `json:"remaining_count"`
-	RefundedCents  int64      `json:"refunded_cents"`
-	CreatedAt      Timestamp  `json:"created_at"`
-	ExpiresAt      Timestamp  `json:"expires_at"`
-	SettledAt      *Timestamp `json:"settled_at,omitempty"`
+	EnvelopeID     int64           `json:"envelope_id"`
+	ShareCode      string          `json:"share_code,omitempty"`
+	SenderID       string          `json:"sender_id"`
+	Status         envelope.Status `json:"status"`
+	TotalCents     int64           `json:"total_cents"`
+	Count          int             `json:"count"`
+	GrabbedCount   int64           `json:"grabbed_count"`
+	GrabbedCents   int64           `json:"grabbed_cents"`
+	RemainingCount int64           `json:"remaining_count"`
+	RefundedCents  int64           `json:"refunded_cents"`
+	CreatedAt      Timestamp       `json:"created_at"`
+	ExpiresAt      Timestamp       `json:"expires_at"`
+	SettledAt      *Timestamp      `json:"settled_at,omitempty"`
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {

@@ -7,16 +7,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+	"reflect"
+	"strconv"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // maxBody is the largest request body accepted.
 const maxBody = 64 << 10
 
-// decode reads the request body into v strictly: one JSON object, no unknown
-// fields, nothing after it, at most maxBody bytes. An empty body is allowed
-// when allowEmpty (it decodes as {}).
+// decode reads the request body into v strictly: one JSON object of at most
+// maxBody bytes, each member a field of v spelled exactly as its tag, none
+// given twice, nothing after it. An empty body is allowed when allowEmpty
+// (it decodes as {}).
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -37,6 +42,15 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
+// strict are the decoder's options besides its defaults, which already
+// refuse a member name given twice (also when spelled with escapes), match
+// names exactly (no case folding, ASCII or Unicode: "USER_ID" and
+// "\u017fender_id" are not fields), and refuse invalid UTF-8 and anything
+// but whitespace after the object. encoding/json does none of these: another
+// parser reading the same body (a gateway, the campaign backend) could see
+// other values than the service.
+var strict = jsonv2.RejectUnknownMembers(true)
+
 func decodeBody(body []byte, v any, allowEmpty bool) error {
 	// Only JSON's own whitespace: bytes.TrimSpace would also drop Unicode
 	// spaces such as U+00A0, which make a body invalid JSON.
@@ -47,29 +61,47 @@ func decodeBody(body []byte, v any, allowEmpty bool) error {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return badRequest("request body must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(trimmed, v, strict); err != nil {
 		return badRequest(describeJSONError(err))
-	}
-	// Nothing may follow the object. dec.More alone is not enough: it reports
-	// a following '}' or ']' as "no more", so `{...}}` would pass.
-	if dec.InputOffset() != int64(len(trimmed)) {
-		return badRequest("request body must hold a single JSON object")
 	}
 	return nil
 }
 
+// describeJSONError names the field at fault where there is one.
 func describeJSONError(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		return fmt.Sprintf("%s: must be a JSON %s", typeErr.Field, typeErr.Type.Kind())
+	var syn *jsontext.SyntacticError
+	var sem *jsonv2.SemanticError
+	switch {
+	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
+		return fieldName(syn.JSONPointer) + ": given more than once"
+	case errors.As(err, &syn):
+		return fmt.Sprintf("malformed JSON: %v (at byte %d)", syn.Err, syn.ByteOffset)
+	case errors.As(err, &sem) && errors.Is(err, jsonv2.ErrUnknownName):
+		return "unknown field " + strconv.Quote(fieldName(sem.JSONPointer))
+	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil:
+		return fieldName(sem.JSONPointer) + ": must be " + jsonKind(sem.GoType)
 	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field ") {
-		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
+	return "request body does not match the request's fields"
+}
+
+// fieldName is the member a JSON pointer such as "/total_cents" points at
+// (request bodies are flat objects).
+func fieldName(p jsontext.Pointer) string { return p.LastToken() }
+
+// jsonKind is what a field of type t holds, as the API document says it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	return "malformed JSON: " + strings.TrimPrefix(msg, "json: ")
+	switch t.Kind() {
+	case reflect.String:
+		return "a JSON string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a JSON number, a whole one in range"
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	}
+	return "a JSON " + t.Kind().String()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -11,26 +11,6 @@ import (
 	"redpacket/internal/testenv"
 )
 
-func BenchmarkOrderNext(b *testing.B) {
-	rdb, prefix := testenv.Redis(b)
-	o := NewOrderNumbers(rdb, redisstore.NewKeys(prefix, 4), OrderConfig{})
-	b.Cleanup(o.Close)
-	ctx := context.Background()
-	var failed atomic.Value
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := o.Next(ctx); err != nil {
-				failed.CompareAndSwap(nil, err)
-			}
-		}
-	})
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
-}
-
 func BenchmarkShareNext(b *testing.B) {
 	rdb, prefix := testenv.Redis(b)
 	// A day holds 90,000 codes: the clock moves a day on every 80,000

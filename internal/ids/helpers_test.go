@@ -71,15 +71,6 @@ func (st *set) len() int {
 	return len(st.seen)
 }
 
-func getInt(t testing.TB, rdb redis.UniversalClient, key string) int64 {
-	t.Helper()
-	n, err := rdb.Get(context.Background(), key).Int64()
-	if err != nil {
-		t.Fatalf("GET %s: %v", key, err)
-	}
-	return n
-}
-
 // checkDayTTL asserts the key expires within two days and not much sooner.
 func checkDayTTL(t testing.TB, rdb redis.UniversalClient, key string) {
 	t.Helper()

@@ -1,11 +1,14 @@
 // Package ids generates the service's public identifiers: order numbers,
-// share codes and short user ids. Redis does the counting, under the one hash
-// tag {<prefix>:ids} (redisstore.Keys), so every script runs on one node of a
-// Redis Cluster; PostgreSQL keeps what must survive Redis (user_short_ids).
+// share codes and short user ids. Redis does the counting; PostgreSQL keeps
+// what must survive Redis (order_no_reservations, user_short_ids).
 //
-// Order numbers ("yyyyMMdd" + a fixed-width sequence) come from a per-day
-// counter taken in segments and cached by a sequence.Allocator per day, so
-// Next normally never waits on Redis. Share codes ("yyMMdd" + 5 digits) index
+// Order numbers ("yyyyMMdd" + a fixed-width sequence) are handed out by the
+// grab script itself, to grants only, from a counter per shard and day under
+// the shard's hash tag; OrderNumbers reserves their ranges in PostgreSQL
+// first and fences the counters when Redis may have come back from older
+// data (see redisstore/orders.go). Share codes and short ids live under the
+// one hash tag {<prefix>:ids} (redisstore.Keys), so each of their scripts
+// runs on one node of a Redis Cluster. Share codes ("yyMMdd" + 5 digits) index
 // a shuffled pool with a per-day counter, so a code does not reveal how many
 // envelopes were made that day. Short ids are bits of a Redis bitmap, each
 // claimed once and recorded in PostgreSQL, which the bitmap is rebuilt from
@@ -21,9 +24,10 @@ import (
 
 var (
 	// ErrExhausted is wrapped when a day's share-code pool is used up, the
-	// short-id range is full, or an order sequence passes its width.
+	// short-id range is full, or a shard's order numbers pass their width
+	// (the grab service wraps redisstore.ErrOrderNumbersExhausted with it).
 	ErrExhausted = errors.New("identifiers exhausted")
-	// ErrClosed is returned by OrderNumbers.Next after Close. It is the
+	// ErrClosed is returned by OrderNumbers.Supply after Close. It is the
 	// sequence package's error, so errors.Is matches either name.
 	ErrClosed = sequence.ErrClosed
 )

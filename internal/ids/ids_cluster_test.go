@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
+	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv"
 )
@@ -29,19 +31,28 @@ func clusterShortEnv(t *testing.T) shortEnv {
 	return shortEnv{keys: redisstore.NewKeys(prefix, 16), rdbA: rdbA, rdbB: testenv.NewClusterClient(t), poolA: poolA, poolB: poolB}
 }
 
-// Order numbers on a Redis Cluster: two generators (two clients) with small
-// segments, so the day counter's INCRBY + EXPIRE transaction runs often;
-// every number once, the counter ahead of all of them and expiring.
+// Order numbers on a Redis Cluster: two grabber processes (two cluster
+// clients) grab envelopes on all 16 shards, whose order hashes spread over
+// the masters with the shards; ranges of 5, so raises run on every master.
+// Every grant has its own number, of its shard's sequence.
 func TestClusterOrderNumbers(t *testing.T) {
 	t.Parallel()
-	e := clusterShortEnv(t)
+	rdb, prefix := testenv.RedisCluster(t)
+	pool, _ := testenv.Postgres(t)
 	ctx := testCtx(t)
-	clk := testenv.NewClock(time.Date(2031, 2, 3, 12, 0, 0, 0, time.UTC))
-	gens := []*OrderNumbers{
-		newOrders(t, e.rdbA, e.keys, OrderConfig{Segment: 50, Now: clk.Now}),
-		newOrders(t, e.rdbB, e.keys, OrderConfig{Segment: 23, PrefetchAt: 0.5, Now: clk.Now}),
+	now := time.Now()
+	date := now.UTC().Format("20060102")
+	var stores []*redisstore.Store
+	for _, c := range []redis.UniversalClient{rdb, testenv.NewClusterClient(t)} {
+		s := redisstore.New(c, prefix, 16)
+		newOrders(t, s, pgstore.New(pool), OrderConfig{Step: 5})
+		t.Cleanup(s.Coalesce(2, 16))
+		stores = append(stores, s)
 	}
-	const perGoroutine, goroutines = 500, 8
+	for id := int64(16); id < 32; id++ {
+		loadEnvelope(t, stores[0], id, 30, now)
+	}
+	const perGoroutine, goroutines = 60, 8
 	seen := newSet()
 	var (
 		wg     sync.WaitGroup
@@ -49,10 +60,14 @@ func TestClusterOrderNumbers(t *testing.T) {
 	)
 	for g := range goroutines {
 		wg.Go(func() {
-			for range perGoroutine {
-				n, err := gens[g%2].Next(ctx)
-				if err == nil && !seen.add(n) {
-					err = fmt.Errorf("order number %q handed out twice", n)
+			for i := range perGoroutine {
+				id := int64(16 + (g*perGoroutine+i)%16)
+				c, err := stores[i%2].Grab(ctx, id, fmt.Sprintf("u%d-%d", g, i), now)
+				if err == nil && !seen.add(c.OrderNo) {
+					err = fmt.Errorf("order number %q handed out twice", c.OrderNo)
+				}
+				if err == nil && int((seqOf(t, c.OrderNo, date, 10)-1)%16) != int(id%16) {
+					err = fmt.Errorf("envelope %d got %s, not of its shard's sequence", id, c.OrderNo)
 				}
 				if err != nil {
 					failed.CompareAndSwap(nil, err)
@@ -68,18 +83,17 @@ func TestClusterOrderNumbers(t *testing.T) {
 	if seen.len() != perGoroutine*goroutines {
 		t.Fatalf("%d distinct order numbers, want %d", seen.len(), perGoroutine*goroutines)
 	}
-	var maxSeq int64
-	for n := range seen.seen {
-		date, seq := splitOrder(t, n, defaultOrderWidth)
-		if date != "20310203" {
-			t.Fatalf("order number %q dated %s, want 20310203", n, date)
+	masters := map[string]bool{}
+	for shard := range 16 {
+		n, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, stores[0].Keys().Orders(shard, date))
+		if err != nil {
+			t.Fatal(err)
 		}
-		maxSeq = max(maxSeq, seq)
+		masters[n.Options().Addr] = true
 	}
-	if c := getInt(t, e.rdbA, e.keys.OrderDay("20310203")); c < maxSeq {
-		t.Fatalf("day counter %d below the handed-out sequence %d", c, maxSeq)
+	if len(masters) < 2 {
+		t.Errorf("the shards' order hashes are all on one master")
 	}
-	checkDayTTL(t, e.rdbA, e.keys.OrderDay("20310203"))
 }
 
 // Share codes on a Redis Cluster: two generators race to create the pool

@@ -4,297 +4,239 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"redpacket/internal/redisstore"
-	"redpacket/internal/sequence"
 )
 
 const (
-	defaultOrderWidth   = 10
-	maxOrderWidth       = 18 // 10^18 is the largest power of ten an int64 holds
-	defaultOrderSegment = 1000
-	orderDateLen        = len("yyyyMMdd")
+	defaultOrderWidth = 10
+	maxOrderWidth     = 18 // 10^18 is the largest power of ten an int64 holds
+	defaultOrderStep  = 100_000
 )
+
+// Reserver records order-number ranges durably; *pgstore.Store is one. It
+// adds step to the shard's reserved_upto of the day (date as yyyyMMdd) and
+// returns it before and after, in one statement, so concurrent reservations
+// get disjoint ranges.
+type Reserver interface {
+	ReserveOrderNos(ctx context.Context, date string, shard int, step int64) (old, new int64, err error)
+}
 
 // OrderConfig tunes OrderNumbers; the zero value is usable.
 type OrderConfig struct {
 	// Width is the number of digits after the date, 1..18; 0 means 10.
 	Width int
-	// Segment is how many numbers one Redis round trip takes; 0 (or less)
-	// means 1000.
-	// It is capped at what Width holds, so a narrow width is not used up by
-	// one process's cache.
-	Segment int64
+	// Step is how many counter values of a shard one reservation takes; 0
+	// (or less) means 100,000. It is capped at what the width holds for a
+	// shard.
+	Step int64
 	// Location is where days begin and end; nil means UTC.
 	Location *time.Location
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// PrefetchAt is the fraction of a segment left when the next one is taken
-	// in the background; 0 means 0.25 (see sequence.Options).
-	PrefetchAt float64
-	// Floor returns the highest sequence number of a day (date as yyyyMMdd,
-	// numbers of width digits after it) that PostgreSQL holds. It is read when Redis has lost its counters;
-	// the day's counter then restarts above it, with room for the numbers
-	// answered but not yet written. nil means Redis is the only record
-	// (numbers restart at 1 after a loss).
-	Floor func(ctx context.Context, date string, width int) (int64, error)
+	// Log receives the failures of background raises; nil logs nothing.
+	Log *zap.Logger
 }
 
-// OrderNumbers hands out order numbers "yyyyMMdd" + a zero-padded sequence of
-// Width digits, unique across processes sharing the Redis keys.
-//
-// Each day has its own sequence.Allocator over the day's Redis counter. When
-// the clock enters another day, the allocator of the old day is closed, which
-// drops its cached numbers (a gap, never a number dated a day that is over),
-// and one for the new day takes its place. It is safe for concurrent use;
-// release it with Close.
+// OrderNumbers keeps the order-number ceilings of a Store's shards: it is
+// the store's OrderNumbering. Numbers are handed out by the grab script
+// (see redisstore/orders.go); this side reserves ranges in PostgreSQL and
+// records them in Redis: ahead of need, in the background, when a shard has
+// less than half a step left (so grabs do not wait on PostgreSQL), and on
+// demand when a grab finds none. One raise per shard and day runs at a time
+// in a process; grabs that need one wait for the one under way. It is safe
+// for concurrent use; release it with Close.
 type OrderNumbers struct {
-	rdb        redis.UniversalClient
-	keys       redisstore.Keys
-	width      int
-	limit      int64 // 10^width, the first sequence number that does not fit
-	segment    int64
-	prefetchAt float64
-	loc        *time.Location
-	now        func() time.Time
-	floor      func(ctx context.Context, date string, width int) (int64, error)
+	store *redisstore.Store
+	pg    Reserver
+	width int
+	step  int64
+	loc   *time.Location
+	log   *zap.Logger
 
-	// cur is read without the mutex on every Next; it is nil before the
-	// first Next and after Close.
-	cur      atomic.Pointer[orderDay]
-	mu       sync.Mutex // serialises day changes and Close
-	closed   atomic.Bool
-	retiring sync.WaitGroup // allocators of past days being closed; Close waits
+	day atomic.Pointer[orderDay] // the last day Date was asked about
+
+	ctx     context.Context // of background raises; cancelled by Close
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	flights map[flightKey]*flight
+	closed  bool
+	wg      sync.WaitGroup
 }
 
-// orderDay is the allocator of one day and what Next needs to date its
-// numbers without calling the time package's formatting.
+// orderDay is a day and its date, so Date needs no formatting within it.
 type orderDay struct {
-	start, end time.Time // the day is [start, end) in the Location
-	date       [orderDateLen]byte
-	alloc      *sequence.Allocator
+	start, end time.Time
+	date       string
 }
 
-// NewOrderNumbers returns an order-number generator. It does not touch Redis
-// until the first Next. It panics if cfg.Width is outside 0..18, a
-// programming error no later call could recover from.
-func NewOrderNumbers(rdb redis.UniversalClient, keys redisstore.Keys, cfg OrderConfig) *OrderNumbers {
+type flightKey struct {
+	shard int
+	date  string
+}
+
+// flight is one raise under way; done is closed when err is set.
+type flight struct {
+	done    chan struct{}
+	err     error
+	waiters int // callers that joined it after it started (tests watch it)
+}
+
+// NewOrderNumbers returns the ceilings keeper of store's order numbers,
+// reserving in pg, and makes store number its grants with it. It panics if
+// cfg.Width is outside 0..18, a programming error (the settings are checked
+// at start).
+func NewOrderNumbers(store *redisstore.Store, pg Reserver, cfg OrderConfig) *OrderNumbers {
 	width := orDefault(cfg.Width, defaultOrderWidth)
 	if width < 1 || width > maxOrderWidth {
 		panic(fmt.Sprintf("ids: order number width %d outside 1..%d", cfg.Width, maxOrderWidth))
 	}
-	limit := pow10(width)
-	segment := cfg.Segment
-	if segment <= 0 {
-		segment = defaultOrderSegment
+	step := cfg.Step
+	if step <= 0 {
+		step = defaultOrderStep
 	}
-	return &OrderNumbers{
-		rdb:        rdb,
-		keys:       keys,
-		width:      width,
-		limit:      limit,
-		segment:    min(segment, limit-1),
-		prefetchAt: cfg.PrefetchAt,
-		floor:      cfg.Floor,
-		loc:        orDefault(cfg.Location, time.UTC),
-		now:        nowOr(cfg.Now),
+	o := &OrderNumbers{store: store, pg: pg, width: width, loc: orDefault(cfg.Location, time.UTC),
+		log: cfg.Log, flights: map[flightKey]*flight{}}
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
+	store.NumberOrders(o)
+	// Shard 0 holds the most numbers; a step beyond them would only skip
+	// numbers when a fence throws a range away.
+	o.step = max(1, min(step, store.MaxOrderCounter(0)))
+	o.ctx, o.cancel = context.WithCancel(context.Background())
+	return o
+}
+
+// Width is the number of digits after the date.
+func (o *OrderNumbers) Width() int { return o.width }
+
+// Date is t's day as yyyyMMdd in the configured time zone.
+func (o *OrderNumbers) Date(t time.Time) string {
+	if d := o.day.Load(); d != nil && !t.Before(d.start) && t.Before(d.end) {
+		return d.date
+	}
+	lt := t.In(o.loc)
+	y, m, dd := lt.Date()
+	d := &orderDay{start: time.Date(y, m, dd, 0, 0, 0, 0, o.loc), end: time.Date(y, m, dd+1, 0, 0, 0, 0, o.loc),
+		date: lt.Format("20060102")}
+	o.day.Store(d)
+	return d.date
+}
+
+// Remaining starts a raise in the background when a shard has less than
+// half a step of numbers left for the day and none is under way.
+func (o *OrderNumbers) Remaining(shard int, date string, left int64) {
+	if left >= (o.step+1)/2 {
+		return
+	}
+	f, started := o.join(flightKey{shard, date})
+	if f == nil || !started {
+		return
+	}
+	go o.fly(flightKey{shard, date}, f, "")
+}
+
+// Supply waits until the shard has numbers for the day again: it joins the
+// raise under way or starts one, and returns its outcome. A raise fences the
+// counter when the ceiling was set by another Redis than the one serving
+// the shard now (short.Identity, as the grab saw it).
+func (o *OrderNumbers) Supply(ctx context.Context, short *redisstore.OrderShortage) error {
+	k := flightKey{short.Shard, short.Date}
+	f, started := o.join(k)
+	if f == nil {
+		return fmt.Errorf("order numbers: %w", ErrClosed)
+	}
+	if started {
+		go o.fly(k, f, short.Identity)
+	}
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("order numbers of shard %d on %s: %w", k.shard, k.date, context.Cause(ctx))
 	}
 }
 
-// Next returns a new order number, dated the day it is returned on.
-func (o *OrderNumbers) Next(ctx context.Context) (string, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return "", fmt.Errorf("order number: %w", context.Cause(ctx))
-		}
-		d, err := o.day(o.now())
-		if err != nil {
-			return "", err
-		}
-		seq, err := d.alloc.Next(ctx)
-		if errors.Is(err, sequence.ErrClosed) && !o.closed.Load() {
-			continue // another caller moved on to a new day and closed this one
-		}
-		if err != nil {
-			return "", fmt.Errorf("order number: %w", err)
-		}
-		// The day may have ended while Next waited for a segment: dropping
-		// the number leaves a gap, dating it a past day would break the rule.
-		if !d.contains(o.now()) {
-			continue
-		}
-		return d.format(seq, o.width)
-	}
-}
-
-// Close releases the cached numbers and waits until no goroutine of the
-// generator is left. Next then returns ErrClosed. Close may be called more
-// than once.
+// Close stops new raises and waits for those under way (cancelled). Supply
+// then fails with ErrClosed. Close may be called more than once.
 func (o *OrderNumbers) Close() {
 	o.mu.Lock()
-	o.closed.Store(true)
-	d := o.cur.Swap(nil)
+	o.closed = true
 	o.mu.Unlock()
-	if d != nil {
-		d.alloc.Close()
-	}
-	o.retiring.Wait()
+	o.cancel()
+	o.wg.Wait()
 }
 
-// day returns the allocator of now's day, without locking when it is cached.
-func (o *OrderNumbers) day(now time.Time) (*orderDay, error) {
-	if d := o.cur.Load(); d != nil && d.contains(now) {
-		return d, nil
-	}
-	return o.changeDay(now)
-}
-
-// changeDay installs the allocator of now's day and closes the one it
-// replaces, outside the lock: Close waits for that allocator's fetch.
-func (o *OrderNumbers) changeDay(now time.Time) (*orderDay, error) {
+// join returns the flight of k, started reporting whether the caller must
+// fly it; nil after Close.
+func (o *OrderNumbers) join(k flightKey) (f *flight, started bool) {
 	o.mu.Lock()
-	if o.closed.Load() {
-		o.mu.Unlock()
-		return nil, fmt.Errorf("order number: %w", ErrClosed)
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, false
 	}
-	old := o.cur.Load()
-	if old != nil && now.Before(old.start) {
-		// This caller read the clock just before another one moved on to the
-		// next day; going back would throw away the new day's segment.
-		now = o.now()
+	if f := o.flights[k]; f != nil {
+		f.waiters++
+		return f, false
 	}
-	if old != nil && old.contains(now) {
-		o.mu.Unlock()
-		return old, nil
+	f = &flight{done: make(chan struct{})}
+	o.flights[k] = f
+	o.wg.Add(1)
+	return f, true
+}
+
+// raiseTimeout bounds one raise, PostgreSQL and Redis together.
+const raiseTimeout = 10 * time.Second
+
+// fly runs a raise for everyone waiting on f, on the generator's own
+// context: a waiter that gives up does not cancel it for the others.
+func (o *OrderNumbers) fly(k flightKey, f *flight, fenceFor string) {
+	defer o.wg.Done()
+	ctx, cancel := context.WithTimeout(o.ctx, raiseTimeout)
+	f.err = o.raise(ctx, k, fenceFor)
+	cancel()
+	if f.err != nil {
+		o.log.Warn("order numbers not raised", zap.Int("shard", k.shard), zap.String("date", k.date), zap.Error(f.err))
 	}
-	d := o.newDay(now)
-	o.cur.Store(d)
-	if old != nil {
-		o.retiring.Add(1)
-	}
+	o.mu.Lock()
+	delete(o.flights, k)
 	o.mu.Unlock()
-	if old != nil {
-		old.alloc.Close()
-		o.retiring.Done()
-	}
-	return d, nil
+	close(f.done)
 }
 
-func (o *OrderNumbers) newDay(now time.Time) *orderDay {
-	t := now.In(o.loc)
-	y, m, dd := t.Date()
-	d := &orderDay{
-		start: time.Date(y, m, dd, 0, 0, 0, 0, o.loc),
-		end:   time.Date(y, m, dd+1, 0, 0, 0, 0, o.loc),
-	}
-	date := t.Format("20060102")
-	copy(d.date[:], date)
-	src := &orderDaySource{rdb: o.rdb, key: o.keys.OrderDay(date), guard: o.keys.OrderGuard(),
-		date: date, floor: o.floor, width: o.width, segment: o.segment, limit: o.limit}
-	d.alloc = sequence.NewFromSource("order "+date, src, sequence.Options{Step: o.segment, PrefetchAt: o.prefetchAt})
-	return d
-}
+// fenceTries bounds the reservations of one raise: one per Redis identity
+// it is told to fence for (a second only if Redis changed again meanwhile),
+// after a plain one when it was not told to fence to begin with.
+const fenceTries = 3
 
-func (d *orderDay) contains(t time.Time) bool {
-	return !t.Before(d.start) && t.Before(d.end)
-}
-
-// format renders date + seq padded to width in a stack buffer, so the string
-// is the only allocation.
-func (d *orderDay) format(seq int64, width int) (string, error) {
-	var digits [20]byte
-	ds := strconv.AppendInt(digits[:0], seq, 10)
-	if seq < 0 || len(ds) > width {
-		// The source never hands these out; a longer string would break
-		// every reader of the fixed format.
-		return "", fmt.Errorf("order number %d does not fit %d digits: %w", seq, width, ErrExhausted)
-	}
-	var buf [orderDateLen + maxOrderWidth]byte
-	copy(buf[:], d.date[:])
-	pad := orderDateLen + width - len(ds)
-	for i := orderDateLen; i < pad; i++ {
-		buf[i] = '0'
-	}
-	copy(buf[pad:], ds)
-	return string(buf[:orderDateLen+width]), nil
-}
-
-func pow10(n int) int64 {
-	p := int64(1)
-	for range n {
-		p *= 10
-	}
-	return p
-}
-
-// orderDaySource reserves ranges of one day's Redis counter.
-type orderDaySource struct {
-	rdb     redis.UniversalClient
-	key     string
-	guard   string
-	date    string
-	floor   func(ctx context.Context, date string, width int) (int64, error)
-	width   int
-	segment int64 // taken when the allocator asks for its default size
-	limit   int64 // the first number that does not fit the width
-}
-
-// Reserve takes want numbers with INCRBY and renews the key's expiry in the
-// same script, so a counter never outlives its use by more than two days
-// however the connection fails. Numbers at or past limit are never returned:
-// a range crossing it is cut short, and the counter stays past it, so later
-// calls fail rather than repeat. After Redis lost its data (no guard) the
-// counter first restarts above what PostgreSQL holds.
-func (s *orderDaySource) Reserve(ctx context.Context, want int64, exact bool) (int64, int64, error) {
-	if want <= 0 {
-		want = s.segment
-	}
-	last, err := s.reserve(ctx, want, "")
-	if err == nil && last < 0 {
-		var floor int64
-		if floor, err = s.restartAt(ctx); err == nil {
-			last, err = s.reserve(ctx, want, strconv.FormatInt(floor, 10))
+// raise reserves the next range in PostgreSQL and records it in Redis.
+//
+// A fence needs a range reserved after the Redis it fences was seen to
+// differ: every number answered before, by any Redis, is then below the
+// range, since the ceiling it was answered under was reserved earlier. So
+// fenceFor is an identity a grab saw before this raise began ("" for a
+// plain raise), and when Redis answers a raise with an identity, the range
+// is reserved again before fencing for it. A range refused is never used:
+// a raise retried by the client on a newly promoted replica is refused too,
+// as the fence names the Redis it is for.
+func (o *OrderNumbers) raise(ctx context.Context, k flightKey, fenceFor string) error {
+	for range fenceTries {
+		old, upto, err := o.pg.ReserveOrderNos(ctx, k.date, k.shard, o.step)
+		if err != nil {
+			return fmt.Errorf("reserve order numbers of shard %d on %s: %w", k.shard, k.date, err)
 		}
+		_, err = o.store.RaiseOrderCeiling(ctx, k.shard, k.date, old, upto, fenceFor)
+		var short *redisstore.OrderShortage
+		if !errors.As(err, &short) {
+			return err
+		}
+		fenceFor = short.Identity
+		o.log.Info("fencing order numbers: redis changed since their ceiling was set",
+			zap.Int("shard", k.shard), zap.String("date", k.date), zap.String("redis", fenceFor))
 	}
-	if err != nil {
-		return 0, 0, err
-	}
-	first := last - want + 1
-	left := s.limit - first
-	if left <= 0 || exact && left < want {
-		return 0, 0, fmt.Errorf("%w: order sequence at %d, width allows up to %d", ErrExhausted, first, s.limit-1)
-	}
-	return first, min(want, left), nil
+	return fmt.Errorf("order numbers of shard %d on %s: redis changed during each of %d fences", k.shard, k.date, fenceTries)
 }
-
-func (s *orderDaySource) reserve(ctx context.Context, want int64, floor string) (int64, error) {
-	last, err := orderScript.Run(ctx, s.rdb, []string{s.key, s.guard}, want, int64(dayKeyTTL.Seconds()), floor).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("reserve order numbers %s: %w", s.key, err)
-	}
-	return last, nil
-}
-
-// restartAt is where a counter Redis lost restarts: above the day's highest
-// number in PostgreSQL by a gap for numbers answered but not yet written
-// (1% of the width's numbers, at most ten million).
-func (s *orderDaySource) restartAt(ctx context.Context) (int64, error) {
-	if s.floor == nil {
-		return 0, nil
-	}
-	held, err := s.floor(ctx, s.date, s.width)
-	if err != nil {
-		return 0, fmt.Errorf("highest order number of %s in postgres: %w", s.date, err)
-	}
-	return held + min(restartGap, s.limit/100), nil
-}
-
-// restartGap bounds the numbers a lost counter is assumed to have handed
-// out beyond what PostgreSQL holds.
-const restartGap = 10_000_000

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,70 +13,337 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv"
 )
 
-func newOrders(t testing.TB, rdb redis.UniversalClient, keys redisstore.Keys, cfg OrderConfig) *OrderNumbers {
+// orderProc is one grabber process: its own Redis client, store and order
+// numbers, over the test's keys and database.
+type orderProc struct {
+	rdb    redis.UniversalClient
+	store  *redisstore.Store
+	orders *OrderNumbers
+}
+
+// orderProcs starts n processes sharing one prefix (4 shards) and one
+// database, their stores coalescing grabs.
+func orderProcs(t *testing.T, n int, res Reserver, cfg OrderConfig) []orderProc {
 	t.Helper()
-	o := NewOrderNumbers(rdb, keys, cfg)
+	rdb, prefix := testenv.Redis(t)
+	if res == nil {
+		pool, _ := testenv.Postgres(t)
+		res = pgstore.New(pool)
+	}
+	var out []orderProc
+	for i := range n {
+		c := rdb
+		if i > 0 {
+			c = newClient(t)
+		}
+		s := redisstore.New(c, prefix, 4)
+		o := newOrders(t, s, res, cfg)
+		t.Cleanup(s.Coalesce(2, 16))
+		out = append(out, orderProc{rdb: c, store: s, orders: o})
+	}
+	return out
+}
+
+func newOrders(t testing.TB, s *redisstore.Store, res Reserver, cfg OrderConfig) *OrderNumbers {
+	t.Helper()
+	o := NewOrderNumbers(s, res, cfg)
 	t.Cleanup(o.Close)
 	return o
 }
 
-func mustOrder(t testing.TB, ctx context.Context, o *OrderNumbers) string {
+// loadEnvelope loads an envelope of n one-cent packets expiring in a day.
+func loadEnvelope(t testing.TB, s *redisstore.Store, id int64, n int, now time.Time) {
 	t.Helper()
-	n, err := o.Next(ctx)
-	if err != nil {
-		t.Fatalf("Next: %v", err)
+	ps := make([]redisstore.Packet, n)
+	for i := range ps {
+		ps[i] = redisstore.Packet{ID: id*10_000 + int64(i), AmountCents: 1}
 	}
-	return n
+	if _, err := s.LoadEnvelope(context.Background(), id, now.Add(24*time.Hour), int64(n), ps); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// splitOrder checks the format and returns the date and the sequence.
-func splitOrder(t testing.TB, n string, width int) (string, int64) {
+// seqOf checks an order number's shape and returns its sequence part.
+func seqOf(t testing.TB, no, date string, width int) int64 {
 	t.Helper()
-	if len(n) != 8+width {
-		t.Fatalf("order number %q: %d chars, want %d", n, len(n), 8+width)
+	if len(no) != 8+width || no[:8] != date {
+		t.Fatalf("order number %q: want %s + %d digits", no, date, width)
 	}
-	if _, err := time.Parse("20060102", n[:8]); err != nil {
-		t.Fatalf("order number %q: date: %v", n, err)
-	}
-	seq, err := strconv.ParseInt(n[8:], 10, 64)
+	seq, err := strconv.ParseInt(no[8:], 10, 64)
 	if err != nil || seq < 1 {
-		t.Fatalf("order number %q: sequence %q", n, n[8:])
+		t.Fatalf("order number %q: sequence %q", no, no[8:])
 	}
-	return n[:8], seq
+	return seq
 }
 
-func TestOrderFormat(t *testing.T) {
+// TestOrderNumbersTwoGrabbers: two grabber processes grab 8 envelopes on 4
+// shards from 32 goroutines, each user twice, with ranges of 7 so raises
+// happen all the time, in the background and on demand, from both. Every
+// grant has its own number, of its shard's sequence; every repeat answers
+// the first; PostgreSQL has reserved every counter value handed out.
+func TestOrderNumbersTwoGrabbers(t *testing.T) {
 	t.Parallel()
-	keys, rdb, _ := twoClients(t)
+	procs := orderProcs(t, 2, nil, OrderConfig{Step: 7})
 	ctx := testCtx(t)
-	// 16:30 UTC is already the next day in Shanghai.
-	clk := testenv.NewClock(time.Date(2024, 3, 9, 16, 30, 0, 0, time.UTC))
-	o := newOrders(t, rdb, keys, OrderConfig{Location: shanghai, Now: clk.Now})
-
-	for i := 1; i <= 3; i++ {
-		if got, want := mustOrder(t, ctx, o), fmt.Sprintf("20240310%010d", i); got != want {
-			t.Fatalf("order number %d = %q, want %q", i, got, want)
+	now := time.Now()
+	date := now.UTC().Format("20060102")
+	for id := int64(1); id <= 8; id++ {
+		loadEnvelope(t, procs[0].store, id, 150, now)
+	}
+	const users = 1500
+	first := make([]redisstore.Claim, users)
+	var (
+		wg     sync.WaitGroup
+		next   atomic.Int64
+		failed atomic.Value
+	)
+	for g := range 32 {
+		wg.Go(func() {
+			for u := int(next.Add(1) - 1); u < users; u = int(next.Add(1) - 1) {
+				id, user := int64(1+u%8), fmt.Sprint("user-", u)
+				for try := range 2 {
+					c, err := procs[(g+try)%2].store.Grab(ctx, id, user, now)
+					switch {
+					case errors.Is(err, redisstore.ErrSoldOut) && first[u].OrderNo == "":
+					case err != nil:
+						failed.CompareAndSwap(nil, fmt.Errorf("%s: %w", user, err))
+						return
+					case try == 0:
+						first[u] = c
+					case c.PacketID != first[u].PacketID || c.OrderNo != first[u].OrderNo || !c.Repeat:
+						failed.CompareAndSwap(nil, fmt.Errorf("%s: repeat %+v, first %+v", user, c, first[u]))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	top := map[int]int64{}
+	for u, c := range first {
+		if c.OrderNo == "" {
+			continue
+		}
+		if prev, dup := seen[c.OrderNo]; dup {
+			t.Fatalf("order number %s answered to users %d and %d", c.OrderNo, prev, u)
+		}
+		seen[c.OrderNo] = u
+		shard := (1 + u%8) % 4
+		seq := seqOf(t, c.OrderNo, date, 10)
+		if int((seq-1)%4) != shard {
+			t.Fatalf("user %d on shard %d got %s, of shard %d's sequence", u, shard, c.OrderNo, (seq-1)%4)
+		}
+		top[shard] = max(top[shard], (seq-1)/4+1)
+	}
+	if len(seen) != 8*150 {
+		t.Fatalf("%d grants, want %d", len(seen), 8*150)
+	}
+	for shard, c := range top {
+		old, _, err := procs[0].orders.pg.ReserveOrderNos(ctx, date, shard, 1)
+		if err != nil || old < c {
+			t.Errorf("shard %d handed out counter %d; PostgreSQL had reserved up to %d (%v)", shard, c, old, err)
 		}
 	}
-	if n := getInt(t, rdb, keys.OrderDay("20240310")); n != defaultOrderSegment {
-		t.Fatalf("day counter = %d, want one segment of %d", n, defaultOrderSegment)
-	}
-	checkDayTTL(t, rdb, keys.OrderDay("20240310"))
+}
 
-	w := newOrders(t, rdb, keys, OrderConfig{Width: 4, Location: shanghai, Now: clk.Now})
-	// The second instance starts after the first's segment.
-	if got, want := mustOrder(t, ctx, w), "202403101001"; got != want {
-		t.Fatalf("width 4: %q, want %q", got, want)
+// blockingReserver holds every reservation until released, and counts them.
+type blockingReserver struct {
+	Reserver
+	release chan struct{}
+	calls   atomic.Int64
+	fail    atomic.Bool
+}
+
+func (b *blockingReserver) ReserveOrderNos(ctx context.Context, date string, shard int, step int64) (int64, int64, error) {
+	b.calls.Add(1)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	if b.fail.Load() {
+		return 0, 0, errors.New("connection refused")
+	}
+	return b.Reserver.ReserveOrderNos(ctx, date, shard, step)
+}
+
+// TestOrderNumbersSingleFlight: 40 grabs that find no number at once wait
+// for one raise (of one reservation, the shard's hash being new: a fence
+// for the Redis the grabs saw), then are all granted.
+func TestOrderNumbersSingleFlight(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	o := newOrders(t, s, res, OrderConfig{Step: 100})
+	ctx := testCtx(t)
+	now := time.Now()
+	loadEnvelope(t, s, 1, 50, now)
+	const grabs = 40
+	errs := make(chan error, grabs)
+	for u := range grabs {
+		go func() {
+			_, err := s.Grab(ctx, 1, fmt.Sprint("u", u), now)
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		f := o.flights[flightKey{1, now.UTC().Format("20060102")}]
+		return f != nil && f.waiters == grabs-1
+	})
+	close(res.release)
+	for range grabs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := res.calls.Load(); n != 1 {
+		t.Errorf("%d reservations for 40 waiting grabs, want 1", n)
 	}
 }
 
-func TestOrderConfigPanics(t *testing.T) {
+// waitFor polls cond until it holds, for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met after 10s")
+		}
+	}
+}
+
+// TestOrderNumbersRaisedAhead: with fewer than half a range left, the next
+// range is reserved in the background, so the grabs after it never wait on
+// PostgreSQL: the ceiling moves before the counter reaches it.
+func TestOrderNumbersRaisedAhead(t *testing.T) {
 	t.Parallel()
-	keys, rdb, _ := twoClients(t)
+	procs := orderProcs(t, 1, nil, OrderConfig{Step: 10})
+	p := procs[0]
+	ctx := testCtx(t)
+	now := time.Now()
+	date := now.UTC().Format("20060102")
+	loadEnvelope(t, p.store, 1, 30, now)
+	key := p.store.Keys().Orders(1, date)
+	for u := range 6 { // 4 left of 10: below half
+		if _, err := p.store.Grab(ctx, 1, fmt.Sprint("u", u), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return p.rdb.HGet(ctx, key, "ceiling").Val() == "20" })
+	if c := p.rdb.HGet(ctx, key, "counter").Val(); c != "6" {
+		t.Errorf("counter %s after 6 grants, want 6: the raise ahead moved it", c)
+	}
+}
+
+// TestOrderNumbersPostgresDown: a grab that needs a new range while
+// PostgreSQL fails is refused with the error (the service answers 503), a
+// holder is answered all the same, and grabs go on once it is back.
+func TestOrderNumbersPostgresDown(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	close(res.release)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	newOrders(t, s, res, OrderConfig{Step: 3})
+	ctx := testCtx(t)
+	now := time.Now()
+	loadEnvelope(t, s, 1, 10, now)
+	for u := range 3 {
+		if _, err := s.Grab(ctx, 1, fmt.Sprint("u", u), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The numbers raised ahead run out within a few grabs.
+	res.fail.Store(true)
+	var err error
+	for u := 3; u < 10 && err == nil; u++ {
+		_, err = s.Grab(ctx, 1, fmt.Sprint("u", u), now)
+	}
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("grabs with PostgreSQL down: %v, want its error", err)
+	}
+	if c, err := s.Grab(ctx, 1, "u1", now); err != nil || !c.Repeat {
+		t.Errorf("holder with PostgreSQL down = %+v, %v; want the repeat", c, err)
+	}
+	res.fail.Store(false)
+	if _, err := s.Grab(ctx, 1, "late", now); err != nil {
+		t.Errorf("grab with PostgreSQL back = %v", err)
+	}
+}
+
+// TestOrderNumbersNarrowWidth: width 2 over 4 shards leaves shard 1 the 25
+// numbers 02, 06, ..., 98, and the range is capped to them; once they are
+// used up a grab is ErrOrderNumbersExhausted without asking PostgreSQL, and
+// holders are answered.
+func TestOrderNumbersNarrowWidth(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	close(res.release)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	o := newOrders(t, s, res, OrderConfig{Width: 2})
+	if o.step != 25 {
+		t.Fatalf("step %d, want 25: all shard 0 holds", o.step)
+	}
+	ctx := testCtx(t)
+	now := time.Now()
+	loadEnvelope(t, s, 1, 40, now)
+	for u := range 25 {
+		if _, err := s.Grab(ctx, 1, fmt.Sprint("u", u), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := res.calls.Load()
+	if _, err := s.Grab(ctx, 1, "late", now); !errors.Is(err, redisstore.ErrOrderNumbersExhausted) {
+		t.Errorf("grab 26 = %v, want ErrOrderNumbersExhausted", err)
+	}
+	if c, err := s.Grab(ctx, 1, "u24", now); err != nil || !c.Repeat || c.OrderNo[8:] != "98" {
+		t.Errorf("last holder = %+v, %v; want its repeat, number 98", c, err)
+	}
+	if res.calls.Load() != calls {
+		t.Errorf("exhaustion asked PostgreSQL for more")
+	}
+}
+
+func TestOrderNumbersDate(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	for _, c := range []struct {
+		loc      *time.Location
+		at       time.Time
+		want     string
+		wantNext string // a millisecond later
+	}{
+		{time.UTC, time.Date(2024, 12, 31, 23, 59, 59, 999e6, time.UTC), "20241231", "20250101"},
+		{shanghai, time.Date(2024, 3, 9, 15, 59, 59, 999e6, time.UTC), "20240309", "20240310"},
+		{shanghai, time.Date(2024, 2, 28, 16, 0, 0, 0, time.UTC), "20240229", "20240229"},
+	} {
+		o := newOrders(t, redisstore.New(rdb, prefix, 4), nil, OrderConfig{Location: c.loc})
+		for range 2 { // the second time from the cached day
+			if got, next := o.Date(c.at), o.Date(c.at.Add(time.Millisecond)); got != c.want || next != c.wantNext {
+				t.Errorf("%s in %s: %s then %s; want %s then %s", c.at, c.loc, got, next, c.want, c.wantNext)
+			}
+		}
+	}
+}
+
+func TestOrderNumbersConfig(t *testing.T) {
+	t.Parallel()
+	s := redisstore.New(nil, "p", 4)
 	for _, width := range []int{-1, 19} {
 		func() {
 			defer func() {
@@ -83,338 +351,17 @@ func TestOrderConfigPanics(t *testing.T) {
 					t.Errorf("width %d accepted", width)
 				}
 			}()
-			NewOrderNumbers(rdb, keys, OrderConfig{Width: width})
+			NewOrderNumbers(s, nil, OrderConfig{Width: width})
 		}()
 	}
-}
-
-// TestOrderUniqueConcurrent draws 100,000 numbers from two generators on the
-// same keys, as two processes would, with small segments so that many
-// prefetches and waits happen.
-func TestOrderUniqueConcurrent(t *testing.T) {
-	t.Parallel()
-	keys, rdbA, rdbB := twoClients(t)
-	ctx := testCtx(t)
-	gens := []*OrderNumbers{
-		newOrders(t, rdbA, keys, OrderConfig{Segment: 100}),
-		newOrders(t, rdbB, keys, OrderConfig{Segment: 37, PrefetchAt: 0.5}),
+	o := NewOrderNumbers(s, nil, OrderConfig{})
+	if o.Width() != 10 || o.step != 100_000 {
+		t.Errorf("defaults: width %d, step %d; want 10, 100000", o.Width(), o.step)
 	}
-	const (
-		total      = 100_000
-		goroutines = 32
-	)
-	results := make([][]string, goroutines)
-	var (
-		wg     sync.WaitGroup
-		failed atomic.Value
-	)
-	for g := range goroutines {
-		o := gens[g%len(gens)]
-		wg.Go(func() {
-			results[g] = make([]string, 0, total/goroutines)
-			for range total / goroutines {
-				n, err := o.Next(ctx)
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				results[g] = append(results[g], n)
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
-	seen := newSet()
-	maxSeq := make(map[string]int64) // per date, should the test cross midnight
-	for _, ns := range results {
-		for _, n := range ns {
-			if !seen.add(n) {
-				t.Fatalf("order number %q handed out twice", n)
-			}
-			date, seq := splitOrder(t, n, defaultOrderWidth)
-			maxSeq[date] = max(maxSeq[date], seq)
-		}
-	}
-	if got := seen.len(); got != total/goroutines*goroutines {
-		t.Fatalf("%d distinct numbers", got)
-	}
-	// Each day's counter is ahead of every number handed out: a new process
-	// would continue above them.
-	for date, m := range maxSeq {
-		if c := getInt(t, rdbA, keys.OrderDay(date)); c < m {
-			t.Fatalf("counter of %s = %d, below handed-out sequence %d", date, c, m)
-		}
-	}
-}
-
-// TestOrderDayChange: the cached segment of a day is dropped at midnight,
-// numbers carry the day they are issued on and none repeats, including when
-// the clock steps back.
-func TestOrderDayChange(t *testing.T) {
-	t.Parallel()
-	for _, loc := range []*time.Location{time.UTC, shanghai} {
-		t.Run(loc.String(), func(t *testing.T) {
-			t.Parallel()
-			keys, rdb, _ := twoClients(t)
-			ctx := testCtx(t)
-			clk := testenv.NewClock(lastInstant(2024, 12, 31, loc))
-			o := newOrders(t, rdb, keys, OrderConfig{Segment: 100, Location: loc, Now: clk.Now})
-			seen := newSet()
-			draw := func(date string, wantFirst int64, n int) {
-				t.Helper()
-				for i := range int64(n) {
-					num := mustOrder(t, ctx, o)
-					if !seen.add(num) {
-						t.Fatalf("order number %q repeated", num)
-					}
-					d, seq := splitOrder(t, num, defaultOrderWidth)
-					if d != date || seq != wantFirst+i {
-						t.Fatalf("order number %q, want date %s sequence %d", num, date, wantFirst+i)
-					}
-				}
-			}
-
-			draw("20241231", 1, 5) // 95 numbers of Dec 31 stay cached
-			clk.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, loc))
-			// Numbering starts over from the new day's counter: the cached
-			// segment was not used under the new date.
-			draw("20250101", 1, 150)
-			if c := getInt(t, rdb, keys.OrderDay("20241231")); c != 100 {
-				t.Fatalf("Dec 31 counter = %d, want 100: one segment", c)
-			}
-			// Stepping back reopens Dec 31 above everything it handed out.
-			clk.Set(lastInstant(2024, 12, 31, loc))
-			draw("20241231", 101, 3)
-			clk.Set(time.Date(2025, 1, 1, 0, 0, 0, 1, loc))
-			draw("20250101", 201, 3)
-		})
-	}
-}
-
-// flipClock reports the last instant of a day for its first calls and
-// midnight afterwards.
-type flipClock struct {
-	calls  atomic.Int64
-	before int64
-	at     time.Time
-}
-
-func (c *flipClock) Now() time.Time {
-	if c.calls.Add(1) <= c.before {
-		return c.at.Add(-time.Millisecond)
-	}
-	return c.at
-}
-
-// TestOrderDayFlipsDuringFetch: Next reads the clock before and after taking
-// a number. If midnight passes while the first segment of the day is fetched,
-// the number of the old day is dropped and one of the new day returned.
-func TestOrderDayFlipsDuringFetch(t *testing.T) {
-	t.Parallel()
-	keys, rdb, _ := twoClients(t)
-	ctx := testCtx(t)
-	clk := &flipClock{before: 1, at: time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)}
-	o := newOrders(t, rdb, keys, OrderConfig{Segment: 10, Location: shanghai, Now: clk.Now})
-
-	if got, want := mustOrder(t, ctx, o), "202501010000000001"; got != want {
-		t.Fatalf("Next across midnight = %q, want %q", got, want)
-	}
-	if c := getInt(t, rdb, keys.OrderDay("20241231")); c != 10 {
-		t.Fatalf("Dec 31 counter = %d: the old day's segment was not taken first", c)
-	}
-}
-
-// TestOrderDayChangeConcurrent moves the clock past midnight while many
-// goroutines of two generators draw numbers: each number carries a day the
-// clock showed during its call, and none repeats.
-func TestOrderDayChangeConcurrent(t *testing.T) {
-	t.Parallel()
-	keys, rdbA, rdbB := twoClients(t)
-	ctx := testCtx(t)
-	midnight := time.Date(2025, 1, 1, 0, 0, 0, 0, shanghai)
-	clk := testenv.NewClock(midnight.Add(-time.Millisecond))
-	gens := []*OrderNumbers{
-		newOrders(t, rdbA, keys, OrderConfig{Segment: 50, Location: shanghai, Now: clk.Now}),
-		newOrders(t, rdbB, keys, OrderConfig{Segment: 20, Location: shanghai, Now: clk.Now}),
-	}
-	seen := newSet()
-	var (
-		wg      sync.WaitGroup
-		drawn   atomic.Int64
-		failed  atomic.Value
-		perDate sync.Map // date -> *atomic.Int64
-	)
-	for g := range 16 {
-		o := gens[g%2]
-		wg.Go(func() {
-			for range 500 {
-				before := clk.Now().Format("20060102")
-				n, err := o.Next(ctx)
-				after := clk.Now().Format("20060102")
-				if err == nil && !seen.add(n) {
-					err = fmt.Errorf("order number %q repeated", n)
-				}
-				if err == nil && n[:8] != before && n[:8] != after {
-					err = fmt.Errorf("order number %q issued between %s and %s", n, before, after)
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				c, _ := perDate.LoadOrStore(n[:8], new(atomic.Int64))
-				c.(*atomic.Int64).Add(1)
-				if drawn.Add(1) == 3000 {
-					clk.Set(midnight)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
-	for _, date := range []string{"20241231", "20250101"} {
-		c, ok := perDate.Load(date)
-		if !ok || c.(*atomic.Int64).Load() == 0 {
-			t.Fatalf("no number dated %s", date)
-		}
-	}
-	// After the flip no generator may still hand out Dec 31.
-	for _, o := range gens {
-		if n := mustOrder(t, ctx, o); n[:8] != "20250101" {
-			t.Fatalf("after midnight: %q", n)
-		}
-	}
-}
-
-// TestOrderExhausted: width 2 holds 01..99 per day. Two generators together
-// hand out each exactly once, then only ErrExhausted; the next day starts
-// over.
-func TestOrderExhausted(t *testing.T) {
-	t.Parallel()
-	keys, rdbA, rdbB := twoClients(t)
-	ctx := testCtx(t)
-	clk := testenv.NewClock(time.Date(2024, 2, 29, 12, 0, 0, 0, shanghai))
-	cfg := OrderConfig{Width: 2, Segment: 7, Location: shanghai, Now: clk.Now}
-	gens := []*OrderNumbers{newOrders(t, rdbA, keys, cfg), newOrders(t, rdbB, keys, cfg)}
-
-	seen := newSet()
-	var (
-		wg     sync.WaitGroup
-		failed atomic.Value
-	)
-	for g := range 8 {
-		o := gens[g%2]
-		wg.Go(func() {
-			for {
-				n, err := o.Next(ctx)
-				if errors.Is(err, ErrExhausted) {
-					return
-				}
-				if err == nil && !seen.add(n) {
-					err = fmt.Errorf("order number %q repeated", n)
-				}
-				if err == nil && len(n) != 10 {
-					err = fmt.Errorf("order number %q longer than date + 2 digits", n)
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 99; i++ {
-		if n := fmt.Sprintf("20240229%02d", i); seen.add(n) {
-			t.Fatalf("%s never handed out", n)
-		}
-	}
-	for _, o := range gens {
-		if n, err := o.Next(ctx); !errors.Is(err, ErrExhausted) {
-			t.Fatalf("Next after 99 = %q, %v; want ErrExhausted", n, err)
-		}
-	}
-	clk.Set(time.Date(2024, 3, 1, 0, 0, 0, 0, shanghai))
-	if got := mustOrder(t, ctx, gens[0]); got != "2024030101" {
-		t.Fatalf("next day = %q, want 2024030101", got)
-	}
-}
-
-func TestOrderClose(t *testing.T) {
-	t.Parallel()
-	keys, rdb, _ := twoClients(t)
-	ctx := testCtx(t)
-	o := NewOrderNumbers(rdb, keys, OrderConfig{Segment: 10})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				if _, err := o.Next(ctx); err != nil {
-					if !errors.Is(err, ErrClosed) {
-						t.Errorf("Next during Close: %v", err)
-					}
-					return
-				}
-			}
-		})
-	}
-	time.Sleep(20 * time.Millisecond)
 	o.Close()
-	wg.Wait()
-	if _, err := o.Next(ctx); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Next after Close: %v, want ErrClosed", err)
-	}
 	o.Close() // idempotent
-}
-
-// TestOrderNumbersAfterRedisLoss: when Redis comes back without its counters,
-// no number answered before is handed out again, neither by a new process
-// nor by one still holding numbers it took before the loss.
-func TestOrderNumbersAfterRedisLoss(t *testing.T) {
-	t.Parallel()
-	keys, rdb, _ := twoClients(t)
-	ctx := testCtx(t)
-	var written atomic.Int64 // the highest number PostgreSQL holds, as Floor reports it
-	floor := func(_ context.Context, date string, width int) (int64, error) {
-		if len(date) != 8 || width != 10 {
-			return 0, fmt.Errorf("floor asked for %q width %d", date, width)
-		}
-		return written.Load(), nil
+	if err := o.Supply(context.Background(), &redisstore.OrderShortage{Shard: 1, Date: "20300101"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Supply after Close = %v, want ErrClosed", err)
 	}
-	before := newOrders(t, rdb, keys, OrderConfig{Segment: 10, Floor: floor})
-	seen := map[string]bool{}
-	var highest int64
-	for range 25 {
-		n := mustOrder(t, ctx, before)
-		seen[n] = true
-		_, seq := splitOrder(t, n, 10)
-		highest = max(highest, seq)
-	}
-	written.Store(highest - 5) // the last few are not written yet
-	testenv.DeleteKeys(ctx, rdb, "*"+keys.OrderDay("*")[1:])
-	testenv.DeleteKeys(ctx, rdb, "*"+keys.OrderGuard()[1:])
-
-	after := newOrders(t, rdb, keys, OrderConfig{Segment: 10, Floor: floor})
-	for i := range 40 {
-		o := after
-		if i%2 == 0 {
-			o = before // still serving the rest of its segments
-		}
-		n := mustOrder(t, ctx, o)
-		if seen[n] {
-			t.Fatalf("order number %s handed out twice across the loss", n)
-		}
-		seen[n] = true
-		if o == after {
-			if _, seq := splitOrder(t, n, 10); seq <= highest {
-				t.Fatalf("after the loss a new process got %d, at or below %d answered before", seq, highest)
-			}
-		}
-	}
+	o.Remaining(1, "20300101", 0) // starts nothing after Close
 }

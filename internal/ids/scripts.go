@@ -2,53 +2,47 @@ package ids
 
 import (
 	_ "embed"
-	"fmt"
 
-	"github.com/redis/go-redis/v9"
+	rs "redpacket/internal/redisscript"
 )
 
-// Each script's KEYS, ARGV and reply are documented at the top of its file.
+// The scripts and their reply codes: the one place where a code becomes an
+// error. Each script's KEYS, ARGV and reply are documented at the top of its
+// file, which declares the same codes by the same names
+// (TestScriptsDeclareTheGoCodes).
 var (
 	//go:embed share.lua
 	shareSource string
-	//go:embed order.lua
-	orderSource string
 	//go:embed shortid_pick.lua
 	pickSource string
 	//go:embed shortid_ready.lua
 	readySource string
 
-	shareScript = redis.NewScript(shareSource)
-	orderScript = redis.NewScript(orderSource)
-	pickScript  = redis.NewScript(pickSource)
-	readyScript = redis.NewScript(readySource)
+	shareScript = rs.New("share.lua", shareSource,
+		rs.Reply{Code: shareTaken, Name: "TAKEN"},
+		rs.Reply{Code: shareUsedUp, Name: "USED_UP"},
+		rs.Reply{Code: shareNoPool, Name: "NO_POOL"})
+	pickScript = rs.New("shortid_pick.lua", pickSource,
+		rs.Reply{Code: pickClaimed, Name: "CLAIMED"},
+		rs.Reply{Code: pickFull, Name: "FULL"},
+		rs.Reply{Code: pickRebuild, Name: "REBUILD"})
+	readyScript = rs.New("shortid_ready.lua", readySource,
+		rs.Reply{Code: readyDone, Name: "READY"})
+
+	scripts = []*rs.Script{shareScript, pickScript, readyScript}
 )
 
 // Reply codes of share.lua.
 const (
-	shareTaken  = 0
-	shareUsedUp = 1
-	shareNoPool = 2
+	shareTaken  rs.Code = 0
+	shareUsedUp rs.Code = 1
+	shareNoPool rs.Code = 2
 )
 
-// Reply codes of shortid_pick.lua.
+// Reply codes of shortid_pick.lua and shortid_ready.lua.
 const (
-	pickClaimed = 0
-	pickFull    = 1
-	pickRebuild = 2
+	pickClaimed rs.Code = 0
+	pickFull    rs.Code = 1
+	pickRebuild rs.Code = 2
+	readyDone   rs.Code = 0
 )
-
-// reply splits a script's {code[, value]} reply.
-func reply(v any) (code int64, value any, err error) {
-	r, ok := v.([]any)
-	if !ok || len(r) == 0 {
-		return 0, nil, fmt.Errorf("unexpected script reply %#v", v)
-	}
-	if code, ok = r[0].(int64); !ok {
-		return 0, nil, fmt.Errorf("unexpected script reply code %#v", r[0])
-	}
-	if len(r) > 1 {
-		value = r[1]
-	}
-	return code, value, nil
-}

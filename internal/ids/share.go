@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	rs "redpacket/internal/redisscript"
 	"redpacket/internal/redisstore"
 )
 
@@ -66,19 +67,15 @@ func (s *ShareCodes) Next(ctx context.Context) (string, error) {
 	keys := []string{s.keys.SharePool(), s.keys.ShareDay(date)}
 	ttl := int64(dayKeyTTL / time.Second)
 	for try := 1; ; try++ {
-		v, err := shareScript.Run(ctx, s.rdb, keys, s.poolSize, ttl).Result()
+		code, entry, err := shareScript.Run(ctx, s.rdb, keys, s.poolSize, ttl)
 		if err != nil {
 			return "", fmt.Errorf("share code: take: %w", err)
 		}
-		code, entry, err := reply(v)
-		if err != nil {
-			return "", fmt.Errorf("share code: %w", err)
-		}
 		switch {
 		case code == shareTaken:
-			suffix, ok := entry.(string)
-			if !ok {
-				return "", fmt.Errorf("share code: entry %#v is not a string", entry)
+			suffix, err := rs.String(entry)
+			if err != nil || len(suffix) != 5 {
+				return "", fmt.Errorf("share code: entry %#v is not 5 digits: %w", entry, err)
 			}
 			return date + suffix, nil
 		case code == shareUsedUp:
@@ -90,7 +87,7 @@ func (s *ShareCodes) Next(ctx context.Context) (string, error) {
 		case code == shareNoPool:
 			return "", errors.New("share code: the pool vanished after being created")
 		default:
-			return "", fmt.Errorf("share code: unknown reply code %d", code)
+			return "", fmt.Errorf("share code: unhandled reply code %d", code)
 		}
 	}
 }

@@ -6,24 +6,28 @@
 -- ARGV[2] seconds a new day's counter lives
 --
 -- Reply:
---   {0, entry}  taken: the 5 digits at index counter-1 of the pool
---   {1}         used up: the day's counter is past the pool
---   {2}         no pool: create it (SET NX) and call again
+--   {TAKEN, entry}  the 5 digits at index counter-1 of the pool
+--   {USED_UP}       the day's counter is past the pool
+--   {NO_POOL}       no pool (or one too short to be ours): create it (SET NX)
+--                   and call again
 --
 -- The pool is checked before the counter moves, so a missing pool costs the
--- day no entry.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {2}
+-- day no entry, and nothing can fail after the counter moved.
+local TAKEN, USED_UP, NO_POOL = 0, 1, 2
+
+local size, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not size or size < 1 or not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+  return redis.error_reply('share: bad arguments')
+end
+-- STRLEN fails on a key of another type, before any write.
+if redis.call('STRLEN', KEYS[1]) < size * 5 then
+  return {NO_POOL}
 end
 local n = redis.call('INCR', KEYS[2])
 if n == 1 then
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
+  redis.call('EXPIRE', KEYS[2], ttl)
 end
-if n > tonumber(ARGV[1]) then
-  return {1}
+if n > size then
+  return {USED_UP}
 end
-local entry = redis.call('GETRANGE', KEYS[1], (n - 1) * 5, n * 5 - 1)
-if #entry ~= 5 then
-  return redis.error_reply('share pool holds fewer than ' .. ARGV[1] .. ' entries')
-end
-return {0, entry}
+return {TAKEN, redis.call('GETRANGE', KEYS[1], (n - 1) * 5, n * 5 - 1)}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"redpacket/internal/db/dbsqlc"
+	rs "redpacket/internal/redisscript"
 	"redpacket/internal/redisstore"
 )
 
@@ -29,17 +31,6 @@ const (
 	rebuildPage = 10000
 )
 
-const (
-	selectShortID = `SELECT short_id FROM user_short_ids WHERE user_id = $1`
-	insertShortID = `INSERT INTO user_short_ids (user_id, short_id) VALUES ($1, $2)
-		ON CONFLICT DO NOTHING`
-	// selectConflicts tells which unique key an INSERT ... DO NOTHING hit.
-	selectConflicts = `SELECT user_id, short_id FROM user_short_ids
-		WHERE user_id = $1 OR short_id = $2`
-	pageShortIDs = `SELECT short_id FROM user_short_ids
-		WHERE short_id > $1 AND short_id <= $2 ORDER BY short_id LIMIT $3`
-)
-
 // ShortIDConfig sets the range of short ids; the zero value means
 // 10000000..99999999.
 type ShortIDConfig struct {
@@ -53,7 +44,7 @@ type ShortIDConfig struct {
 type ShortIDs struct {
 	rdb  redis.UniversalClient
 	keys redisstore.Keys
-	pool *pgxpool.Pool
+	pg   *dbsqlc.Queries
 	min  int64
 	bits int64 // ids in the range, Max-Min+1
 
@@ -70,7 +61,7 @@ func NewShortIDs(rdb redis.UniversalClient, keys redisstore.Keys, pool *pgxpool.
 	if cfg.Min < 0 || cfg.Max < cfg.Min || cfg.Max-cfg.Min >= maxShortBits {
 		panic(fmt.Sprintf("ids: short id range %d..%d invalid", cfg.Min, cfg.Max))
 	}
-	return &ShortIDs{rdb: rdb, keys: keys, pool: pool, min: cfg.Min, bits: cfg.Max - cfg.Min + 1}
+	return &ShortIDs{rdb: rdb, keys: keys, pg: dbsqlc.New(pool), min: cfg.Min, bits: cfg.Max - cfg.Min + 1}
 }
 
 // Get returns the user's short id, allocating one on first use. A full range
@@ -97,7 +88,7 @@ func (s *ShortIDs) Get(ctx context.Context, userID string) (int64, error) {
 }
 
 func (s *ShortIDs) lookup(ctx context.Context, userID string) (id int64, found bool, err error) {
-	err = s.pool.QueryRow(ctx, selectShortID, userID).Scan(&id)
+	id, err = s.pg.ShortIDOf(ctx, userID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -112,13 +103,13 @@ func (s *ShortIDs) lookup(ctx context.Context, userID string) (id int64, found b
 // set, now correctly, and the caller tries another.
 func (s *ShortIDs) claim(ctx context.Context, userID string, offset int64) (id int64, ok bool, err error) {
 	id = s.min + offset
-	tag, err := s.pool.Exec(ctx, insertShortID, userID, id)
+	inserted, err := s.pg.InsertShortID(ctx, dbsqlc.InsertShortIDParams{UserID: userID, ShortID: id})
 	if err != nil {
 		// The bit stays set: the row may have been written before the
 		// error, and an id lost costs less than one offered twice.
 		return 0, false, fmt.Errorf("short id of %q: insert %d: %w", userID, id, err)
 	}
-	if tag.RowsAffected() == 1 {
+	if inserted == 1 {
 		return id, true, nil
 	}
 	stored, idTaken, err := s.conflicts(ctx, userID, id)
@@ -138,22 +129,16 @@ func (s *ShortIDs) claim(ctx context.Context, userID string, offset int64) (id i
 // conflicts returns the user's stored id (-1 if none) and whether id belongs
 // to a row, after an insert of (userID, id) did nothing.
 func (s *ShortIDs) conflicts(ctx context.Context, userID string, id int64) (stored int64, idTaken bool, err error) {
-	rows, err := s.pool.Query(ctx, selectConflicts, userID, id)
+	rows, err := s.pg.ShortIDConflicts(ctx, dbsqlc.ShortIDConflictsParams{UserID: userID, ShortID: id})
 	if err != nil {
 		return 0, false, fmt.Errorf("short id of %q: read conflicts: %w", userID, err)
 	}
 	stored = -1
-	var user string
-	var short int64
-	_, err = pgx.ForEachRow(rows, []any{&user, &short}, func() error {
-		if user == userID {
-			stored = short
+	for _, r := range rows {
+		if r.UserID == userID {
+			stored = r.ShortID
 		}
-		idTaken = idTaken || short == id
-		return nil
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("short id of %q: read conflicts: %w", userID, err)
+		idTaken = idTaken || r.ShortID == id
 	}
 	return stored, idTaken, nil
 }
@@ -165,19 +150,15 @@ func (s *ShortIDs) pick(ctx context.Context) (int64, error) {
 		// math/rand/v2's global source is seeded from the runtime's
 		// cryptographic randomness.
 		start := rand.Int64N((s.bits + 7) / 8)
-		v, err := pickScript.Run(ctx, s.rdb, keys, s.bits, start).Result()
-		if err != nil {
-			return 0, fmt.Errorf("short id: pick: %w", err)
-		}
-		code, offset, err := reply(v)
+		code, offset, err := pickScript.Run(ctx, s.rdb, keys, s.bits, start)
 		if err != nil {
 			return 0, fmt.Errorf("short id: pick: %w", err)
 		}
 		switch code {
 		case pickClaimed:
-			off, ok := offset.(int64)
-			if !ok || off < 0 || off >= s.bits {
-				return 0, fmt.Errorf("short id: pick: offset %#v outside the range", offset)
+			off, err := rs.Int(offset)
+			if err != nil || off < 0 || off >= s.bits {
+				return 0, fmt.Errorf("short id: pick: offset %#v outside the range: %w", offset, err)
 			}
 			return off, nil
 		case pickFull:
@@ -187,7 +168,7 @@ func (s *ShortIDs) pick(ctx context.Context) (int64, error) {
 				return 0, err
 			}
 		default:
-			return 0, fmt.Errorf("short id: pick: unknown reply code %d", code)
+			return 0, fmt.Errorf("short id: pick: unhandled reply code %d", code)
 		}
 	}
 	return 0, errors.New("short id: the bitmap vanished after each rebuild")
@@ -228,11 +209,7 @@ func (s *ShortIDs) rebuild(ctx context.Context) error {
 // order: keyset pagination on the unique index, so no page costs more than
 // the one before.
 func (s *ShortIDs) page(ctx context.Context, after int64) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, pageShortIDs, after, s.min+s.bits-1, rebuildPage)
-	if err != nil {
-		return nil, fmt.Errorf("short id: rebuild: read ids: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := s.pg.ShortIDPage(ctx, dbsqlc.ShortIDPageParams{After: after, Last: s.min + s.bits - 1, MaxRows: rebuildPage})
 	if err != nil {
 		return nil, fmt.Errorf("short id: rebuild: read ids: %w", err)
 	}
@@ -253,7 +230,7 @@ func (s *ShortIDs) setBits(ctx context.Context, ids []int64) error {
 }
 
 func (s *ShortIDs) markReady(ctx context.Context, keys []string) error {
-	if err := readyScript.Run(ctx, s.rdb, keys, s.bits-1).Err(); err != nil {
+	if _, _, err := readyScript.Run(ctx, s.rdb, keys, s.bits-1); err != nil {
 		return fmt.Errorf("short id: rebuild: mark ready: %w", err)
 	}
 	return nil

@@ -42,6 +42,9 @@ type driver struct {
 	// Live totals for the progress line; the report merges the users' own.
 	done, granted, failed atomic.Int64
 	lastGrant             atomic.Int64 // unix ns of the last 200 that granted a new packet
+
+	started  time.Time // when the users started; the timeline counts from it
+	timeline []Second  // per second of the load, once it ended
 }
 
 func (d *driver) halt(reason string) {
@@ -78,8 +81,11 @@ func (d *driver) allSoldOut() bool {
 // A user finishes the grab in hand before stopping (bounded by -timeout).
 func (d *driver) drive(ctx context.Context) (workerStats, time.Duration) {
 	start := time.Now()
-	timer := time.AfterFunc(d.cfg.Duration, func() { d.halt(stopDuration) })
-	defer timer.Stop()
+	d.started = start
+	if d.cfg.Duration > 0 {
+		timer := time.AfterFunc(d.cfg.Duration, func() { d.halt(stopDuration) })
+		defer timer.Stop()
+	}
 	stopOnCancel := context.AfterFunc(ctx, func() { d.halt(stopInterrupted) })
 	defer stopOnCancel()
 
@@ -91,6 +97,7 @@ func (d *driver) drive(ctx context.Context) (workerStats, time.Duration) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	d.timeline = buildTimeline(workers, elapsed)
 	total := newWorkerStats(0)
 	for _, w := range workers {
 		total.merge(&w.st)

@@ -37,14 +37,9 @@ func NoopServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer log.Sync()     //nolint:errcheck
-	srv := &http.Server{ // the timeouts of cmd/grabber
-		Handler:           NoopHandler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          zap.NewStdLog(log),
-	}
+	defer log.Sync() //nolint:errcheck
+	// The limits of cmd/grabber with its default GRABBER_MAX_CONNS.
+	srv := daemon.NewServer(NoopHandler(), log, daemon.DefaultLimits(1024))
 	log.Info("noop server starting")
 	err = daemon.Serve(ctx, log, srv, *addr, 10*time.Second)
 	log.Info("noop server stopped", zap.Error(err))

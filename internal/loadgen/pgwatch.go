@@ -44,6 +44,7 @@ type pgWatcher struct {
 	pending  map[int64]pendingClaim
 	queues   map[int64][]int64 // envelope -> packet ids in 200 order; found ones are skipped lazily
 	lags     []time.Duration
+	answered []time.Time // when each lag's claim was answered, for the timeline
 	seen     int
 	polls    int
 	lastSeen time.Time // start of the poll that found the most recent claim
@@ -237,6 +238,7 @@ func (w *pgWatcher) found(id int64, user string, amount int64, orderNo string, a
 	if ok {
 		delete(w.pending, id)
 		w.lags = append(w.lags, max(at.Sub(p.answered), 0))
+		w.answered = append(w.answered, p.answered)
 		w.seen++
 		w.lastSeen = at
 	}
@@ -327,4 +329,11 @@ func (w *pgWatcher) stats() (Summary, int, int, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return Summarize(slices.Clone(w.lags)), w.seen, w.polls, w.lastSeen
+}
+
+// lagsByAnswer returns every lag seen and when its claim was answered.
+func (w *pgWatcher) lagsByAnswer() ([]time.Duration, []time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.lags), slices.Clone(w.answered)
 }

@@ -35,6 +35,8 @@ type Result struct {
 	AllSoldOut   bool             `json:"all_sold_out"`
 	Envelopes    []EnvelopeResult `json:"envelopes"`
 	Flush        *FlushResult     `json:"flush,omitempty"`
+	Timeline     []Second         `json:"timeline"`
+	Histogram    []Bucket         `json:"latency_histogram"`
 	Checked      bool             `json:"checked"`
 	Violations   int              `json:"violation_count"`
 	Texts        []string         `json:"violations"`

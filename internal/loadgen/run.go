@@ -24,6 +24,9 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) int {
 	} else {
 		err = res.WriteText(stdout)
 	}
+	if err == nil && c.HTML != "" {
+		err = WriteHTMLFile(c.HTML, res)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "loadgen: write report:", err)
 		return 1
@@ -89,6 +92,8 @@ func run(ctx context.Context, c Config, stderr io.Writer) (*Result, error) {
 		// The drain is bounded by -flush-timeout and runs even after an
 		// interrupt: a stopped load still owes its figures and checks.
 		res.Flush = d.flushResult()
+		lags, answered := d.watch.lagsByAnswer()
+		addFlushLag(res.Timeline, d.started, lags, answered)
 	}
 	d.finish(res)
 	return res, nil
@@ -125,11 +130,14 @@ func (d *driver) createEnvelopes(ctx context.Context) error {
 }
 
 func (d *driver) result(st workerStats, elapsed, createTime time.Duration) *Result {
+	lat := Summarize(st.lat) // sorts st.lat, which the histogram needs
 	r := &Result{
 		Config: newResultConfig(d.cfg), StopReason: d.reason,
 		CreateS: createTime.Seconds(), ElapsedS: elapsed.Seconds(),
 		Grabs: st.first + st.repeats, FirstGrabs: st.first, RepeatGrabs: st.repeats, Granted: st.granted,
-		Latency:      latencyUS(Summarize(st.lat)),
+		Latency:      latencyUS(lat),
+		Histogram:    histogram(st.lat),
+		Timeline:     d.timeline,
 		StatusCounts: map[string]int64{}, ErrorCodes: st.codes,
 		Transport: st.transport, Timeouts: st.timeouts, FirstError: st.firstErr,
 		Errors: st.failed, AllSoldOut: d.allSoldOut(), Checked: d.check != nil,

@@ -194,13 +194,17 @@ func TestLoadgenRunNoopReference(t *testing.T) {
 	}
 }
 
+// A duration alone runs for the duration, however many grabs that makes.
 func TestLoadgenRunStopsAtDuration(t *testing.T) {
 	c := testConfig("")
-	c.Noop, c.Grabs, c.Duration = true, 1<<40, 200*time.Millisecond
+	c.Noop, c.Grabs, c.Duration = true, 0, 1500*time.Millisecond
 	start := time.Now()
 	code, r, _ := runAgainst(t, NoopHandler(), c)
-	if code != 0 || r.StopReason != stopDuration || time.Since(start) > 5*time.Second {
-		t.Fatalf("exit %d, stopped by %s after %s", code, r.StopReason, time.Since(start))
+	if took := time.Since(start); code != 0 || r.StopReason != stopDuration || took < c.Duration || took > 10*time.Second {
+		t.Fatalf("exit %d, stopped by %s after %s (%d grabs); want the duration, %s", code, r.StopReason, took, r.Grabs, c.Duration)
+	}
+	if r.ElapsedS < 1.5 || len(r.Timeline) != 1 && len(r.Timeline) != 2 {
+		t.Errorf("elapsed %.2fs, %d seconds in the timeline; want 1.5s in 1 or 2", r.ElapsedS, len(r.Timeline))
 	}
 }
 
@@ -223,8 +227,15 @@ func TestLoadgenParseFlags(t *testing.T) {
 	}
 	var errs bytes.Buffer
 	c, err := ParseFlags([]string{"-users", "8", "-repeat", "0.2", "-duration", "3s"}, env, &errs)
-	if err != nil || c.Token != "tok" || c.Users != 8 || c.Repeat != 0.2 || c.Duration != 3*time.Second || c.Grabs != 20000 {
-		t.Fatalf("ParseFlags = %+v, %v", c, err)
+	if err != nil || c.Token != "tok" || c.Users != 8 || c.Repeat != 0.2 || c.Duration != 3*time.Second || c.Grabs != 0 {
+		t.Fatalf("ParseFlags = %+v, %v; want -duration alone to set no grab limit", c, err)
+	}
+	// Neither bound: 10 s. -grabs alone: no time limit.
+	if c, err := ParseFlags(nil, env, &errs); err != nil || c.Duration != 10*time.Second || c.Grabs != 0 {
+		t.Errorf("no bound given: duration %s, grabs %d, %v; want 10s and no grab limit", c.Duration, c.Grabs, err)
+	}
+	if c, err := ParseFlags([]string{"-grabs", "500"}, env, &errs); err != nil || c.Duration != 0 || c.Grabs != 500 {
+		t.Errorf("-grabs 500 alone: duration %s, grabs %d, %v; want no time limit", c.Duration, c.Grabs, err)
 	}
 	for _, bad := range [][]string{
 		{"-repeat", "1"}, {"-users", "0"}, {"-total-cents", "5", "-packets", "10"},

@@ -25,6 +25,7 @@ type worker struct {
 	held []held
 	ans  answer
 	st   workerStats
+	tl   workerTimeline
 }
 
 type held struct {
@@ -71,7 +72,10 @@ func (s *workerStats) merge(o *workerStats) {
 
 func newWorker(d *driver, i int) *worker {
 	prefix := "lg-" + d.runTag + "-" + strconv.Itoa(i) + "-"
-	expect := min(d.cfg.Grabs/int64(d.cfg.Users)+1, 1<<16)
+	expect := int64(1 << 12)
+	if d.cfg.Grabs > 0 {
+		expect = min(d.cfg.Grabs/int64(d.cfg.Users)+1, 1<<16)
+	}
 	return &worker{
 		d: d, g: newGrabber(d.cl),
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))),
@@ -83,7 +87,7 @@ func newWorker(d *driver, i int) *worker {
 func (w *worker) run() {
 	d := w.d
 	for !d.stopped.Load() {
-		if d.issued.Add(1) > d.cfg.Grabs {
+		if d.cfg.Grabs > 0 && d.issued.Add(1) > d.cfg.Grabs {
 			d.halt(stopGrabs)
 			return
 		}
@@ -118,6 +122,9 @@ func (w *worker) pick() (env int, user string, repeat bool) {
 func (w *worker) record(env int, user string, repeat bool, err error, lat time.Duration, at time.Time) {
 	d, e := w.d, w.d.envs[env]
 	d.done.Add(1)
+	sec := w.tl.second(at.Sub(d.started), len(w.st.lat))
+	failed, granted := w.st.failed, w.st.granted
+	defer func() { w.tl.add(sec, w.st.failed-failed, w.st.granted-granted) }()
 	if repeat {
 		w.st.repeats++
 	} else {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/pgstore"
 )
 
@@ -92,7 +93,7 @@ func TestApplyClaimsIdempotent(t *testing.T) {
 	}
 	wantUnclaimed(t, pool, 102)
 	wantUnclaimed(t, pool, 104)
-	if e := envelope(t, s, 1); e.ClaimedCents != 4021 || e.Status != "open" {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 4021 || e.Status != "open" {
 		t.Errorf("envelope: %d cents claimed, status %q; want 4021, open", e.ClaimedCents, e.Status)
 	}
 
@@ -101,7 +102,7 @@ func TestApplyClaimsIdempotent(t *testing.T) {
 		if res.Applied != 0 || len(res.SoldOut) != 0 || len(res.Conflicts) != 0 {
 			t.Errorf("replay = %+v, want nothing", res)
 		}
-		if e := envelope(t, s, 1); e.ClaimedCents != 4021 {
+		if e := readEnvelope(t, s, 1); e.ClaimedCents != 4021 {
 			t.Errorf("claimed_cents %d after replay, want 4021", e.ClaimedCents)
 		}
 	}
@@ -110,7 +111,7 @@ func TestApplyClaimsIdempotent(t *testing.T) {
 	if res.Applied != 1 || len(res.Conflicts) != 0 || len(res.SoldOut) != 0 {
 		t.Errorf("replay plus one = %+v, want 1 applied", res)
 	}
-	if e := envelope(t, s, 1); e.ClaimedCents != 4321 {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 4321 {
 		t.Errorf("claimed_cents %d, want 4321", e.ClaimedCents)
 	}
 	if rows := conflictRows(t, pool); len(rows) != 0 {
@@ -128,7 +129,7 @@ func TestApplyClaimsSoldOut(t *testing.T) {
 	if res := apply(t, s, claim(1, 100, "a"), claim(1, 101, "b")); len(res.SoldOut) != 0 || res.Applied != 2 {
 		t.Errorf("first batch = %+v, want 2 applied, not sold out", res)
 	}
-	if e := envelope(t, s, 1); e.Status != "open" || e.ClaimedCents != 7 {
+	if e := readEnvelope(t, s, 1); e.Status != "open" || e.ClaimedCents != 7 {
 		t.Errorf("envelope %q with %d cents, want open with 7", e.Status, e.ClaimedCents)
 	}
 	last := []pgstore.Claim{claim(1, 102, "c")}
@@ -136,7 +137,7 @@ func TestApplyClaimsSoldOut(t *testing.T) {
 	if res.Applied != 1 || !slices.Equal(res.SoldOut, []int64{1}) {
 		t.Errorf("last batch = %+v, want envelope 1 sold out", res)
 	}
-	if e := envelope(t, s, 1); e.Status != "sold_out" || e.ClaimedCents != 12 {
+	if e := readEnvelope(t, s, 1); e.Status != "sold_out" || e.ClaimedCents != 12 {
 		t.Errorf("envelope %q with %d cents, want sold_out with 12", e.Status, e.ClaimedCents)
 	}
 	// Reported once: the replay does not report it again.
@@ -163,7 +164,7 @@ func TestApplyClaimsSoldOut(t *testing.T) {
 	if res.Applied != 2 || len(res.SoldOut) != 0 {
 		t.Errorf("loading envelope batch = %+v, want 2 applied, none sold out", res)
 	}
-	if e := envelope(t, s, 4); e.Status != "loading" || e.ClaimedCents != 4 {
+	if e := readEnvelope(t, s, 4); e.Status != "loading" || e.ClaimedCents != 4 {
 		t.Errorf("loading envelope: %q with %d cents, want loading with 4", e.Status, e.ClaimedCents)
 	}
 	// Nor is an expired one (being settled).
@@ -175,7 +176,7 @@ func TestApplyClaimsSoldOut(t *testing.T) {
 	if res.Applied != 1 || len(res.SoldOut) != 0 {
 		t.Errorf("expired envelope batch = %+v", res)
 	}
-	if e := envelope(t, s, 5); e.Status != "expired" || e.ClaimedCents != 2 {
+	if e := readEnvelope(t, s, 5); e.Status != "expired" || e.ClaimedCents != 2 {
 		t.Errorf("expired envelope: %q with %d cents", e.Status, e.ClaimedCents)
 	}
 }
@@ -209,10 +210,10 @@ func TestApplyClaimsConflicts(t *testing.T) {
 	wantHolder(t, pool, fine)
 	wantUnclaimed(t, pool, 102)
 	wantUnclaimed(t, pool, 200)
-	if e := envelope(t, s, 1); e.ClaimedCents != 10+20+40 {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 10+20+40 {
 		t.Errorf("envelope 1 claimed_cents %d, want 70", e.ClaimedCents)
 	}
-	if e := envelope(t, s, 2); e.ClaimedCents != 0 {
+	if e := readEnvelope(t, s, 2); e.ClaimedCents != 0 {
 		t.Errorf("envelope 2 claimed_cents %d, want 0", e.ClaimedCents)
 	}
 	wantRows := []string{
@@ -238,7 +239,7 @@ func TestApplyClaimsConflicts(t *testing.T) {
 	if got := conflictRows(t, pool); len(got) != len(wantRows) {
 		t.Errorf("claim_conflicts after replay = %v", got)
 	}
-	if e := envelope(t, s, 1); e.ClaimedCents != 70 {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 70 {
 		t.Errorf("claimed_cents %d after replay, want 70", e.ClaimedCents)
 	}
 
@@ -284,10 +285,10 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 	wantHolder(t, pool, batch[0])
 	wantHolder(t, pool, batch[2])
 	wantHolder(t, pool, batch[4])
-	if e := envelope(t, s, 1); e.ClaimedCents != 20+30+40 {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 20+30+40 {
 		t.Errorf("envelope 1 claimed_cents %d, want 90", e.ClaimedCents)
 	}
-	if e := envelope(t, s, 2); e.ClaimedCents != 5 {
+	if e := readEnvelope(t, s, 2); e.ClaimedCents != 5 {
 		t.Errorf("envelope 2 claimed_cents %d, want 5", e.ClaimedCents)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM packets WHERE envelope_id = 1 AND claimed_by = 'alice'`); n != 1 {
@@ -340,7 +341,7 @@ func TestApplyClaimsSamePacketTwiceInBatch(t *testing.T) {
 	if loser := res.Conflicts[0].UserID; by == loser || (by != "a" && by != "b") {
 		t.Errorf("packet held by %q, conflict for %q", by, loser)
 	}
-	if e := envelope(t, s, 1); e.ClaimedCents != 10 {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 10 {
 		t.Errorf("claimed_cents %d, want 10", e.ClaimedCents)
 	}
 	// The exact same claim twice in a batch counts once.
@@ -349,7 +350,7 @@ func TestApplyClaimsSamePacketTwiceInBatch(t *testing.T) {
 	if res.Applied != 1 || len(res.Conflicts) != 0 {
 		t.Errorf("duplicate claim = %+v, want 1 applied", res)
 	}
-	if e := envelope(t, s, 1); e.ClaimedCents != 30 || e.Status != "sold_out" {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 30 || e.Status != "sold_out" {
 		t.Errorf("envelope %q with %d cents, want sold_out with 30", e.Status, e.ClaimedCents)
 	}
 }
@@ -379,7 +380,7 @@ func TestApplyClaimsSeveralEnvelopes(t *testing.T) {
 		t.Fatalf("ApplyClaims = %+v, want %d applied", res, len(batch))
 	}
 	for e := int64(1); e <= envelopes; e++ {
-		if got := envelope(t, s, e).ClaimedCents; got != want[e] {
+		if got := readEnvelope(t, s, e).ClaimedCents; got != want[e] {
 			t.Errorf("envelope %d claimed_cents %d, want %d", e, got, want[e])
 		}
 		var sum int64
@@ -422,31 +423,38 @@ func TestApplyClaimsOrderNoInUse(t *testing.T) {
 	if rows := conflictRows(t, pool); !slices.Equal(rows, []string{"1/101/bob/order_no_in_use"}) {
 		t.Errorf("claim_conflicts = %v", rows)
 	}
-	if e := envelope(t, s, 1); e.ClaimedCents != 30 {
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 30 {
 		t.Errorf("claimed_cents %d, want 30", e.ClaimedCents)
 	}
 }
 
-func TestMaxOrderSeq(t *testing.T) {
-	t.Parallel()
-	s, _ := newStore(t)
-	open(t, s, 1, 100, []int64{10, 20, 30, 40})
-	for i, no := range []string{"202611210000000007", "202611210000000123", "202611220000000005"} {
-		c := claim(1, 100+int64(i), fmt.Sprint("u", i))
-		c.OrderNo = no
-		apply(t, s, c)
-	}
-	for date, want := range map[string]int64{"20261121": 123, "20261122": 5, "20261123": 0} {
-		if got, err := s.MaxOrderSeq(ctxT(t), date, 10); err != nil || got != want {
-			t.Errorf("MaxOrderSeq(%s) = %d, %v; want %d", date, got, err, want)
-		}
-	}
-}
-
+// TestTrustingStatementDropsOnlyTheGuards keeps the two claim statements one
+// statement: ApplyClaims must be ApplyClaimsGuarded without its two guards,
+// and nothing else.
 func TestTrustingStatementDropsOnlyTheGuards(t *testing.T) {
 	t.Parallel()
-	if strings.Contains(pgstore.ApplyClaimsTrusting, "EXISTS") || !strings.Contains(pgstore.ApplyClaimsTrusting, "order_no = i.order_no") ||
-		len(pgstore.ApplyClaimsTrusting) >= len(pgstore.ApplyClaimsGuarded) {
-		t.Fatalf("the statement without guards still has them, or lost more:\n%s", pgstore.ApplyClaimsTrusting)
+	// SQL without comment lines, the sqlc name line, and runs of spaces.
+	norm := func(q string) string {
+		var lines []string
+		for _, l := range strings.Split(q, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(strings.Fields(strings.Join(lines, " ")), " ")
+	}
+	guarded := norm(dbsqlc.ApplyClaimsGuarded)
+	for _, g := range []struct{ guard, without string }{
+		{"order_no = CASE WHEN EXISTS (SELECT 1 FROM packets o WHERE o.order_no = i.order_no) THEN NULL ELSE i.order_no END",
+			"order_no = i.order_no"},
+		{" AND NOT EXISTS (SELECT 1 FROM packets q WHERE q.envelope_id = i.envelope_id AND q.claimed_by = i.user_id)", ""},
+	} {
+		if strings.Count(guarded, g.guard) != 1 {
+			t.Fatalf("ApplyClaimsGuarded lacks the guard %q:\n%s", g.guard, guarded)
+		}
+		guarded = strings.Replace(guarded, g.guard, g.without, 1)
+	}
+	if trusting := norm(dbsqlc.ApplyClaims); trusting != guarded {
+		t.Fatalf("ApplyClaims is not ApplyClaimsGuarded without its guards:\n%s\nvs\n%s", trusting, guarded)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
 // Webhook delivery state lives on the events rows themselves: delivered_at
@@ -20,41 +22,24 @@ import (
 // before it is recorded delivered, and ids of an envelope only grow (events
 // become visible in id order).
 
-// deliveryHeads walks the pending index one envelope at a time (a loose
-// index scan: one probe per envelope, however many events each has waiting)
-// from envelope $1 on, and keeps the heads that are due and not in $2. The
-// walk is evaluated lazily, so it stops once $3 heads are found.
-const deliveryHeads = `
-WITH RECURSIVE heads AS (
-    (SELECT envelope_id, id, next_attempt_at FROM events
-     WHERE delivered_at IS NULL AND envelope_id > $1 ORDER BY envelope_id, id LIMIT 1)
-    UNION ALL
-    SELECT n.* FROM heads h CROSS JOIN LATERAL (
-        SELECT envelope_id, id, next_attempt_at FROM events
-        WHERE delivered_at IS NULL AND envelope_id > h.envelope_id ORDER BY envelope_id, id LIMIT 1) n
-), due AS MATERIALIZED (
-    SELECT id FROM heads
-    WHERE (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp()) AND NOT envelope_id = ANY($2)
-    LIMIT $3
-)
-SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, m.attempts
-FROM due JOIN event_messages m ON m.id = due.id
-ORDER BY m.envelope_id`
-
 // DeliveryHeads returns up to limit envelopes' first undelivered events
 // whose retry is due, for envelopes above afterEnvelope in id order and not
-// in skip.
+// in skip. It walks the pending index one envelope at a time (a loose index
+// scan: one probe per envelope, however many events each has waiting) and
+// stops once limit heads are found.
 func (s *Store) DeliveryHeads(ctx context.Context, afterEnvelope int64, skip []int64, limit int) ([]Event, error) {
 	if skip == nil {
 		skip = []int64{}
 	}
-	rows, err := s.pool.Query(ctx, deliveryHeads, afterEnvelope, skip, limit)
+	rows, err := s.q.DeliveryHeads(ctx, dbsqlc.DeliveryHeadsParams{
+		AfterEnvelope: afterEnvelope, Skip: skip, MaxRows: int32(limit),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("find events to deliver: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
-	if err != nil {
-		return nil, fmt.Errorf("find events to deliver: %w", err)
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = Event(r)
 	}
 	return out, nil
 }
@@ -62,9 +47,7 @@ func (s *Store) DeliveryHeads(ctx context.Context, afterEnvelope int64, skip []i
 // NextUndelivered returns the id of an envelope's first undelivered event,
 // 0 when it has none.
 func (s *Store) NextUndelivered(ctx context.Context, envelopeID int64) (int64, error) {
-	var id int64
-	err := s.pool.QueryRow(ctx, `SELECT id FROM events WHERE envelope_id = $1 AND delivered_at IS NULL
-		ORDER BY id LIMIT 1`, envelopeID).Scan(&id)
+	id, err := s.q.NextUndelivered(ctx, envelopeID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -109,21 +92,16 @@ func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context
 		return DeliverySkipped, nil, fmt.Errorf("deliver event %d: %w", id, err)
 	}
 	defer tx.Rollback(db) //nolint:errcheck // a no-op after Commit
-	var ev Event
-	err = tx.QueryRow(lockCtx, `
-		WITH locked AS (
-		    SELECT id, attempts FROM events WHERE id = $1 AND delivered_at IS NULL
-		      AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
-		    FOR UPDATE SKIP LOCKED)
-		SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, l.attempts
-		FROM locked l JOIN event_messages m ON m.id = l.id`, id).
-		Scan(&ev.ID, &ev.Type, &ev.EnvelopeID, &ev.Data, &ev.CreatedAt, &ev.Attempts)
+	q := s.q.WithTx(tx)
+	row, err := q.LockDueEvent(lockCtx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeliverySkipped, nil, nil
 	}
 	if err != nil {
 		return DeliverySkipped, nil, fmt.Errorf("deliver event %d: %w", id, err)
 	}
+	ev := Event{ID: row.ID, Type: row.Type, EnvelopeID: row.EnvelopeID, Data: row.Data,
+		CreatedAt: row.CreatedAt, Attempts: int(row.Attempts)}
 	sendErr = send(ctx, ev)
 	if ctx.Err() != nil {
 		return DeliverySkipped, sendErr, ctx.Err()
@@ -132,13 +110,12 @@ func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context
 	defer cancelRec()
 	d = Delivered
 	if sendErr == nil {
-		_, err = tx.Exec(recCtx, `UPDATE events SET delivered_at = clock_timestamp(), next_attempt_at = NULL
-			WHERE id = $1`, id)
+		err = q.MarkEventDelivered(recCtx, id)
 	} else {
 		d = DeliveryFailed
-		_, err = tx.Exec(recCtx, `UPDATE events SET attempts = attempts + 1, last_error = left($3, 500),
-			next_attempt_at = clock_timestamp() + $2 * interval '1 microsecond'
-			WHERE id = $1`, id, retryIn(ev.Attempts+1).Microseconds(), sendErr.Error())
+		err = q.MarkEventFailed(recCtx, dbsqlc.MarkEventFailedParams{
+			ID: id, RetryInUs: retryIn(ev.Attempts + 1).Microseconds(), LastError: sendErr.Error(),
+		})
 	}
 	if err == nil {
 		err = tx.Commit(recCtx)
@@ -156,17 +133,11 @@ func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context
 // together, so everything after those is newer too).
 func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time, deliveredOnly bool, after int64, limit int) (
 	deleted int, last int64, done bool, err error) {
-	err = s.pool.QueryRow(ctx, `
-		WITH page AS (SELECT id, created_at FROM events WHERE id > $1 ORDER BY id LIMIT $2),
-		gone AS (
-		    DELETE FROM events e USING page p
-		    WHERE e.id = p.id AND e.created_at < $3 AND (e.delivered_at IS NOT NULL OR NOT $4)
-		    RETURNING e.id)
-		SELECT (SELECT count(*) FROM gone), coalesce((SELECT max(id) FROM page), $1),
-		       (SELECT count(*) FROM page) < $2 OR EXISTS (SELECT 1 FROM page WHERE created_at >= $3)`,
-		after, limit, cutoff, deliveredOnly).Scan(&deleted, &last, &done)
+	r, err := s.q.PruneEvents(ctx, dbsqlc.PruneEventsParams{
+		After: after, MaxRows: int32(limit), Cutoff: cutoff, DeliveredOnly: deliveredOnly,
+	})
 	if err != nil {
 		return 0, after, false, fmt.Errorf("prune events: %w", err)
 	}
-	return deleted, last, done, nil
+	return int(r.Deleted), r.Last, r.Done, nil
 }

@@ -5,19 +5,29 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
 // WriteTestEvents writes n envelope.suspended events of an envelope in tx
-// through the writers' own position-taking tail, and returns their ids. It
-// lets a test hold a transaction open between writing events and committing,
-// as a slow writer would.
+// through the writers' own id-taking tail (take_event_ids, as every query
+// that writes events ends), and returns their ids. It lets a test hold a
+// transaction open between writing events and committing, as a slow writer
+// would.
 func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([]int64, error) {
 	rows, err := tx.Query(ctx, `WITH new_events AS (
-		    SELECT 1 AS kind, now() AS at, g::bigint AS ref, '`+EventEnvelopeSuspended+`' AS type,
+		    SELECT 1 AS kind, now() AS at, g::bigint AS ref, 'envelope.suspended'::event_type AS type,
 		           $1::bigint AS envelope_id, NULL::bigint AS packet_id,
 		           jsonb_build_object('envelope_id', $1::bigint, 'reason', 'test') AS data
 		    FROM generate_series(1, $2::int) g
-		)`+eventsTail+`
+		)
+		, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+		, event_rows AS (
+		    INSERT INTO events (id, type, envelope_id, packet_id, data)
+		    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+		    FROM new_events n CROSS JOIN event_base b
+		    RETURNING id
+		)
 		SELECT id FROM event_rows ORDER BY id`, envelopeID, n)
 	if err != nil {
 		return nil, err
@@ -29,24 +39,21 @@ func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([
 // before its events, as it was before the outbox: a same-run reference for
 // what writing the events costs. It returns how many claims it applied.
 func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (int, error) {
-	stmt := applyClaims[:strings.Index(applyClaims, "), new_events AS (")] + ")\nSELECT id, n, no_order, sold_out FROM changed"
+	stmt := dbsqlc.ApplyClaims[:strings.Index(dbsqlc.ApplyClaims, "), new_events AS (")] +
+		")\nSELECT id, n, no_order, sold_out FROM changed"
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		if err := dbsqlc.New(tx).DisableSeqScan(ctx); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, stmt, columns(claims)...)
+		p := params(claims)
+		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, p.UserIds, p.ClaimedAts, p.OrderNos)
 		if err != nil {
 			return err
 		}
-		_, _, err = collectApplied(rows, &res)
+		applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.ApplyClaimsRow])
+		collectApplied(applied, &res)
 		return err
 	})
 	return res.Applied, err
 }
-
-// The claim statements, for tests.
-var (
-	ApplyClaimsTrusting = applyClaimsTrusting
-	ApplyClaimsGuarded  = applyClaims
-)

@@ -69,7 +69,7 @@ func claim(env, packet int64, user string) pgstore.Claim {
 	return pgstore.Claim{EnvelopeID: env, PacketID: packet, UserID: user, ClaimedAt: t0.Add(time.Duration(packet) * time.Millisecond)}
 }
 
-func envelope(t testing.TB, s *pgstore.Store, id int64) pgstore.Envelope {
+func readEnvelope(t testing.TB, s *pgstore.Store, id int64) pgstore.Envelope {
 	t.Helper()
 	e, err := s.Envelope(ctxT(t), id)
 	if err != nil {

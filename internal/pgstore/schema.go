@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"redpacket/internal/db/dbsqlc"
 	"redpacket/migrations"
 )
 
@@ -18,9 +19,8 @@ var ErrSchemaTooOld = errors.New("database schema is older than this build needs
 // CheckSchema returns ErrSchemaTooOld unless the database is at least at
 // migrations.Version and not left dirty by a failed migration.
 func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var version int64
-	var dirty bool
-	err := pool.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&version, &dirty)
+	v, err := dbsqlc.New(pool).SchemaVersion(ctx)
+	version, dirty := v.Version, v.Dirty
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err):
 		return fmt.Errorf("%w: no migrations applied (need version %d)", ErrSchemaTooOld, migrations.Version)
@@ -36,8 +36,7 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 
 // Shards reads the number of Redis shards every process must use.
 func Shards(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	var n int64
-	err := pool.QueryRow(ctx, `SELECT value FROM service_settings WHERE name = 'redis_shards'`).Scan(&n)
+	n, err := dbsqlc.New(pool).RedisShards(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("read redis_shards setting: %w", err)
 	}

@@ -2,7 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
 // The flusher's work lists, limited to the shards it holds: with several
@@ -11,16 +14,31 @@ import (
 // DueForSettlementIn lists envelopes of the shards to settle at now: sold
 // out, or open or expired past their expiry, soonest first.
 func (s *Store) DueForSettlementIn(ctx context.Context, shards []int, now time.Time, limit int) ([]Envelope, error) {
-	return s.envelopes(ctx, `SELECT `+envelopeColumns+` FROM envelopes
-		WHERE status IN ('open', 'expired', 'sold_out') AND (expires_at <= $1 OR status = 'sold_out')
-		  AND shard = ANY($3)
-		ORDER BY expires_at LIMIT $2`, now, limit, shards)
+	out, err := s.q.DueForSettlement(ctx, dbsqlc.DueForSettlementParams{
+		Shards: int32s(shards), Now: now, MaxRows: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list envelopes due for settlement: %w", err)
+	}
+	return out, nil
 }
 
 // LoadingEnvelopesIn lists envelopes of the shards still loading that were
 // created before the given time.
 func (s *Store) LoadingEnvelopesIn(ctx context.Context, shards []int, createdBefore time.Time, limit int) ([]Envelope, error) {
-	return s.envelopes(ctx, `SELECT `+envelopeColumns+` FROM envelopes
-		WHERE status = 'loading' AND created_at < $1 AND shard = ANY($3) ORDER BY id LIMIT $2`,
-		createdBefore, limit, shards)
+	out, err := s.q.LoadingEnvelopes(ctx, dbsqlc.LoadingEnvelopesParams{
+		Shards: int32s(shards), CreatedBefore: createdBefore, MaxRows: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list loading envelopes: %w", err)
+	}
+	return out, nil
+}
+
+func int32s(v []int) []int32 {
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
 )
 
@@ -22,7 +23,7 @@ func TestInsertEnvelope(t *testing.T) {
 	if err := s.InsertEnvelope(ctx, e, 5000, amounts); err != nil {
 		t.Fatal(err)
 	}
-	got := envelope(t, s, 1001)
+	got := readEnvelope(t, s, 1001)
 	if got.ShareCode == nil || *got.ShareCode != code {
 		t.Errorf("share code %v, want %q", got.ShareCode, code)
 	}
@@ -74,7 +75,7 @@ func TestInsertEnvelopeAtomic(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM packets WHERE id >= 200`); n != 0 {
 		t.Errorf("%d packets of the failed insert remain", n)
 	}
-	if e := envelope(t, s, 1); e.SenderID != "sender-1" || e.TotalCents != 10 {
+	if e := readEnvelope(t, s, 1); e.SenderID != "sender-1" || e.TotalCents != 10 {
 		t.Errorf("first envelope changed: %+v", e)
 	}
 
@@ -111,7 +112,7 @@ func TestMarkLoaded(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := ctxT(t)
 	insert(t, s, 1, 100, []int64{5, 6, 7}, t0)
-	if e := envelope(t, s, 1); e.Status != "loading" {
+	if e := readEnvelope(t, s, 1); e.Status != "loading" {
 		t.Fatalf("status %q before MarkLoaded", e.Status)
 	}
 	for range 2 {
@@ -119,7 +120,7 @@ func TestMarkLoaded(t *testing.T) {
 		if err != nil || status != "open" {
 			t.Fatalf("MarkLoaded = %q, %v; want open", status, err)
 		}
-		if e := envelope(t, s, 1); e.Status != "open" {
+		if e := readEnvelope(t, s, 1); e.Status != "open" {
 			t.Errorf("status %q after MarkLoaded", e.Status)
 		}
 	}
@@ -130,7 +131,7 @@ func TestMarkLoaded(t *testing.T) {
 	if err != nil || res.Applied != 2 || len(res.SoldOut) != 0 {
 		t.Fatalf("ApplyClaims = %+v, %v; want 2 applied, none sold out while loading", res, err)
 	}
-	if e := envelope(t, s, 2); e.Status != "loading" || e.ClaimedCents != 11 {
+	if e := readEnvelope(t, s, 2); e.Status != "loading" || e.ClaimedCents != 11 {
 		t.Fatalf("envelope after claims: %q with %d cents, want loading with 11", e.Status, e.ClaimedCents)
 	}
 	for range 2 {
@@ -142,7 +143,7 @@ func TestMarkLoaded(t *testing.T) {
 
 	// Any status but loading is left alone.
 	insert(t, s, 3, 300, []int64{5}, t0)
-	for _, st := range []string{"expired", "settled", "suspended"} {
+	for _, st := range []envelope.Status{envelope.StatusExpired, envelope.StatusSettled, envelope.StatusSuspended} {
 		if _, err := pool.Exec(ctx, `UPDATE envelopes SET status = $1 WHERE id = 3`, st); err != nil {
 			t.Fatal(err)
 		}

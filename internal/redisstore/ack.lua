@@ -8,11 +8,18 @@
 -- ARGV[2] its first entry
 -- ARGV[3] its last entry
 --
--- Reply: 1 dropped, 0 the list holds something else (left alone)
-if redis.call('LLEN', KEYS[1]) == tonumber(ARGV[1])
+-- Reply {code}: DROPPED, or OTHER when the list holds something else (left
+-- alone).
+local DROPPED, OTHER = 0, 1
+
+local size = tonumber(ARGV[1])
+if not size or size < 1 then
+  return redis.error_reply('ack: bad batch length')
+end
+if redis.call('LLEN', KEYS[1]) == size
     and redis.call('LINDEX', KEYS[1], 0) == ARGV[2]
     and redis.call('LINDEX', KEYS[1], -1) == ARGV[3] then
   redis.call('DEL', KEYS[1])
-  return 1
+  return {DROPPED}
 end
-return 0
+return {OTHER}

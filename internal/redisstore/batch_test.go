@@ -13,10 +13,11 @@ import (
 
 // TestBatchedGrabsMatchOneByOne is the grab script's promise: a call that
 // decides many grabs answers each exactly as one call per grab would, in
-// order, and leaves Redis in the same state. Random sequences mix envelopes
-// of one shard, repeats, a user's second try within the call, clocks on
-// either side of the expiry, sold-out pools, and suspended, closed and
-// missing envelopes.
+// order, numbers the grants alike, and leaves Redis in the same state.
+// Random sequences mix envelopes of one shard, repeats, a user's second try
+// within the call, clocks on either side of the expiry, sold-out pools,
+// suspended, closed and missing envelopes, one whose meta fails the checks,
+// and order numbers that run out at a random ceiling.
 func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.Redis(t)
@@ -26,9 +27,9 @@ func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 		one := New(rdb, fmt.Sprintf("%s-one%d", prefix, round), 4)
 		many := New(rdb, fmt.Sprintf("%s-many%d", prefix, round), 4)
 		envs := []int64{5, 9, 13, 17} // all in shard 1
-		seed := rng.Uint64()
+		seed, step := rng.Uint64(), 5+rng.Int64N(60)
 		for _, s := range []*Store{one, many} {
-			setUpEnvelopes(t, s, envs, expires, seed)
+			setUpEnvelopes(t, s, envs, expires, seed, step)
 		}
 		calls := randomGrabs(one, envs, expires, rng)
 		var want []any
@@ -47,11 +48,20 @@ func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 
 // setUpEnvelopes loads the envelopes with few packets each (so pools run
 // out), then makes the third suspended and the fourth closed; envelope 21
-// of the same shard is never loaded. seed picks the same packets for both
-// stores.
-func setUpEnvelopes(t *testing.T, s *Store, envs []int64, expires time.Time, seed uint64) {
+// of the same shard is never loaded, and 25's meta holds a total beyond
+// exact integers. The shard gets step order numbers. seed picks the same
+// packets for both stores.
+func setUpEnvelopes(t *testing.T, s *Store, envs []int64, expires time.Time, seed uint64, step int64) {
 	t.Helper()
 	ctx := context.Background()
+	numbers := newMemNumbering(s, 10, step, time.UTC)
+	if err := numbers.Supply(ctx, &OrderShortage{Shard: 1, Date: numbers.Date(expires)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadEnvelope(ctx, 25, expires, 10, []Packet{{ID: 2500, AmountCents: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	s.rdb.HSet(ctx, s.keys.Meta(25), fieldTotal, "1e17")
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for i, id := range envs {
 		packets := make([]Packet, 1+rng.IntN(5))
@@ -71,13 +81,13 @@ func setUpEnvelopes(t *testing.T, s *Store, envs []int64, expires time.Time, see
 		}
 	}
 	// A user who held a packet before this call.
-	if _, err := s.Grab(ctx, envs[0], "u0", expires.Add(-time.Second), "1"); err != nil {
+	if _, err := s.Grab(ctx, envs[0], "u0", expires.Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []grabCall {
-	ids := append(envs, 21)
+	ids := append(envs, 21, 25)
 	n := 1 + rng.IntN(40)
 	calls := make([]grabCall, n)
 	for i := range calls {
@@ -86,7 +96,7 @@ func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []gr
 			id = ids[rng.IntN(len(ids))]
 		}
 		now := expires.Add(time.Duration(rng.IntN(5)-3) * time.Millisecond)
-		calls[i] = s.newGrab(id, fmt.Sprintf("u%d", rng.IntN(6)), now, fmt.Sprint(1000+i))
+		calls[i] = s.newGrab(id, fmt.Sprintf("u%d", rng.IntN(6)), now)
 	}
 	return calls
 }
@@ -95,31 +105,34 @@ func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []gr
 func rebuild(s *Store, calls []grabCall) []grabCall {
 	out := make([]grabCall, len(calls))
 	for i, g := range calls {
-		out[i] = s.newGrab(g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)), g.args[3].(string))
+		out[i] = s.newGrab(g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)))
 	}
 	return out
 }
 
+// runGrabs makes one call of the grabs and returns each grab's code and
+// claim (the call's code and numbers left differ between one call and many
+// by design).
 func runGrabs(t *testing.T, s *Store, calls []grabCall) []any {
 	t.Helper()
-	keys := []string{s.keys.Consumed(calls[0].shard)}
-	var args []any
+	sc := &shardCall{}
 	for _, g := range calls {
-		keys = append(keys, g.keys[:]...)
-		args = append(args, g.args[:]...)
+		sc.grabs = append(sc.grabs, &pendingGrab{call: g})
 	}
-	reply, err := grabScript.Run(context.Background(), s.rdb, keys, args...).Slice()
+	keys, args := s.grabArgs(sc)
+	_, payload, err := grabScript.Run(context.Background(), s.rdb, keys, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reply
+	return payload.([]any)[1:]
 }
 
 func dumpState(t *testing.T, s *Store, envs []int64) map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	out := map[string]any{"consumed": s.rdb.LRange(ctx, s.keys.Consumed(1), 0, -1).Val()}
-	for _, id := range append(envs, 21) {
+	out := map[string]any{"consumed": s.rdb.LRange(ctx, s.keys.Consumed(1), 0, -1).Val(),
+		"orders": s.rdb.HMGet(ctx, s.keys.Orders(1, "20270115"), fieldCounter, fieldCeiling).Val()}
+	for _, id := range append(envs, 21, 25) {
 		out[fmt.Sprint(id, "meta")] = s.rdb.HGetAll(ctx, s.keys.Meta(id)).Val()
 		out[fmt.Sprint(id, "pool")] = s.rdb.LRange(ctx, s.keys.Pool(id), 0, -1).Val()
 		out[fmt.Sprint(id, "claims")] = s.rdb.HGetAll(ctx, s.keys.Claims(id)).Val()

@@ -57,7 +57,7 @@ func benchGrab(b *testing.B, setup func(*redisstore.Store) (stop func())) {
 			u := "bench-user-" + strconv.FormatInt(user.Add(1), 10)
 			for {
 				id := current.Load()
-				_, err := s.Grab(ctx, id, u, now, orderNo())
+				_, err := s.Grab(ctx, id, u, now)
 				if errors.Is(err, redisstore.ErrSoldOut) {
 					if !reload(id) {
 						return

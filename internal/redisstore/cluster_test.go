@@ -20,7 +20,7 @@ import (
 func newClusterStore(t testing.TB, shards int) (*redisstore.Store, *redis.ClusterClient) {
 	t.Helper()
 	rdb, prefix := testenv.RedisCluster(t)
-	return redisstore.New(rdb, prefix, shards), rdb.(*redis.ClusterClient)
+	return numbered(redisstore.New(rdb, prefix, shards)), rdb.(*redis.ClusterClient)
 }
 
 // masterOf is the address of the master serving key, from the client's
@@ -99,7 +99,7 @@ func TestClusterShardTagsSpreadOverMasters(t *testing.T) {
 		case len(shardsOn) < 2:
 			t.Errorf("prefix %q: all 16 shards on one master: %v", p, shardsOn)
 		}
-		ids := []string{k.OrderDay("20300101"), k.SharePool(), k.ShareDay("300101"), k.ShortIDs(), k.ShortIDsReady()}
+		ids := []string{k.SharePool(), k.ShareDay("300101"), k.ShortIDs(), k.ShortIDsReady()}
 		for _, key := range ids[1:] {
 			if keySlot(key) != keySlot(ids[0]) {
 				t.Errorf("identifier keys %s and %s are in different slots", ids[0], key)
@@ -180,7 +180,7 @@ func TestClusterGrabConcurrent(t *testing.T) {
 			for pass, out := range []map[int64][]answer{first, second} {
 				for u := w; u < users; u += workers {
 					for _, id := range envelopes {
-						c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d", u), now.Add(time.Duration(pass)*time.Millisecond), orderNo())
+						c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d", u), now.Add(time.Duration(pass)*time.Millisecond))
 						out[id][u] = answer{c, err}
 					}
 				}

@@ -29,11 +29,6 @@ type pendingGrab struct {
 	reply chan grabReply // buffered: a worker never waits for a caller
 }
 
-type grabReply struct {
-	vals []any
-	err  error
-}
-
 // coalesceTimeout bounds one pipeline; a caller's own context may end sooner.
 const coalesceTimeout = 10 * time.Second
 
@@ -58,26 +53,26 @@ func (s *Store) Coalesce(workers, maxBatch int) (stop func()) {
 var pendingPool = sync.Pool{New: func() any { return &pendingGrab{reply: make(chan grabReply, 1)} }}
 
 // grab queues one grab and waits for its answer or the end of ctx.
-func (c *coalescer) grab(ctx context.Context, g grabCall) ([]any, error) {
+func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	p := pendingPool.Get().(*pendingGrab)
 	p.call = g
 	select {
 	case c.in <- p:
 	case <-ctx.Done():
 		pendingPool.Put(p)
-		return nil, ctx.Err()
+		return grabReply{err: ctx.Err()}
 	case <-c.quit:
 		pendingPool.Put(p)
-		return nil, redis.ErrClosed
+		return grabReply{err: redis.ErrClosed}
 	}
 	select {
 	case r := <-p.reply:
 		pendingPool.Put(p)
-		return r.vals, r.err
+		return r
 	case <-ctx.Done():
 		// The worker still answers into the buffered channel; p is left to
 		// the garbage collector rather than reused while it may be written.
-		return nil, ctx.Err()
+		return grabReply{err: ctx.Err()}
 	}
 }
 
@@ -117,20 +112,22 @@ func (c *coalescer) drain(batch []*pendingGrab) {
 	}
 }
 
-// shardCall is one script call: the grabs of one shard, in arrival order.
+// shardCall is one script call: the grabs of one shard and day, in arrival
+// order.
 type shardCall struct {
 	grabs []*pendingGrab
 	cmd   *redis.Cmd
 	err   error // set when the call ran but its replicas did not confirm it
 }
 
-// send runs a batch as one pipeline of one call per shard. A script Redis
+// send runs a batch as one pipeline of one call per shard (and day: a batch
+// that straddles midnight numbers each grab under its own date). A script Redis
 // does not know yet (a restarted Redis) fails with NOSCRIPT without running;
 // such a batch is sent again once the script is loaded.
 func (c *coalescer) send(batch []*pendingGrab) {
 	ctx, cancel := context.WithTimeout(context.Background(), coalesceTimeout)
 	defer cancel()
-	calls := groupByShard(batch)
+	calls := groupByCall(batch)
 	c.run(ctx, calls)
 	// Only the calls that did not run are sent again: the others granted
 	// packets, and running them twice would answer their users' first grabs
@@ -141,31 +138,27 @@ func (c *coalescer) send(batch []*pendingGrab) {
 		}
 	}
 	for _, sc := range calls {
-		vals, err := sc.cmd.Slice()
-		if err == nil {
-			err = sc.err
-		}
-		if err == nil && len(vals) != 2*len(sc.grabs) {
-			err = fmt.Errorf("grab: %d replies for %d grabs", len(vals)/2, len(sc.grabs))
-		}
-		for i, p := range sc.grabs {
-			if err != nil {
-				p.reply <- grabReply{err: err}
-				continue
-			}
-			p.reply <- grabReply{vals: vals[2*i : 2*i+2]}
+		for i, r := range c.store.replies(sc) {
+			sc.grabs[i].reply <- r
 		}
 	}
 }
 
-func groupByShard(batch []*pendingGrab) []*shardCall {
+// callKey tells the calls of a batch apart.
+type callKey struct {
+	shard int
+	date  string
+}
+
+func groupByCall(batch []*pendingGrab) []*shardCall {
 	var calls []*shardCall
-	byShard := make(map[int]*shardCall, 4)
+	byCall := make(map[callKey]*shardCall, 4)
 	for _, p := range batch {
-		sc := byShard[p.call.shard]
+		k := callKey{p.call.shard, p.call.date}
+		sc := byCall[k]
 		if sc == nil {
 			sc = &shardCall{}
-			byShard[p.call.shard] = sc
+			byCall[k] = sc
 			calls = append(calls, sc)
 		}
 		sc.grabs = append(sc.grabs, p)
@@ -233,15 +226,8 @@ func (c *coalescer) loadScript(ctx context.Context) error {
 // pipeline sends the calls, then wait if not nil, in one pipeline of node.
 func (c *coalescer) pipeline(ctx context.Context, node redis.Cmdable, calls []*shardCall, wait *redis.IntCmd) {
 	pipe := node.Pipeline()
-	keys := c.store.keys
 	for _, sc := range calls {
-		ks := make([]string, 1, 1+3*len(sc.grabs))
-		ks[0] = keys.Consumed(sc.grabs[0].call.shard)
-		args := make([]any, 0, 4*len(sc.grabs))
-		for _, p := range sc.grabs {
-			ks = append(ks, p.call.keys[:]...)
-			args = append(args, p.call.args[:]...)
-		}
+		ks, args := c.store.grabArgs(sc)
 		sc.cmd = grabScript.EvalSha(ctx, pipe, ks, args...)
 		sc.err = nil
 	}

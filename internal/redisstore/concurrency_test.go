@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
 )
 
 // TestGrabConcurrent races 2000 users, each grabbing twice, for 500 packets,
-// with one script call per grab and with grabs coalesced into shared calls.
+// with one script call per grab and with grabs coalesced into shared calls;
+// order numbers come 37 at a time, so grabs often wait for a raise and
+// raises race each other. Every grant has its own order number.
 func TestGrabConcurrent(t *testing.T) {
 	t.Parallel()
 	t.Run("one call per grab", func(t *testing.T) {
@@ -25,7 +28,9 @@ func TestGrabConcurrent(t *testing.T) {
 }
 
 func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
-	s, rdb := newStore(t)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, testShards)
+	numbers := redisstore.NumberInMemory(s, 10, 37, time.UTC)
 	setup(s)
 	ctx := ctxT(t)
 	k := s.Keys()
@@ -53,7 +58,7 @@ func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 			// retries interleave with other workers' first grabs.
 			for pass, out := range [][]answer{first, second} {
 				for u := w; u < users; u += workers {
-					c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d@x", u), now.Add(time.Duration(pass)*time.Millisecond), orderNo())
+					c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d@x", u), now.Add(time.Duration(pass)*time.Millisecond))
 					out[u] = answer{c, err}
 				}
 			}
@@ -65,6 +70,7 @@ func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 	winners := 0
 	var sum int64
 	owner := map[int64]int{}
+	orders := map[string]int{}
 	for u := range users {
 		a, b := first[u], second[u]
 		switch {
@@ -81,6 +87,10 @@ func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 				t.Errorf("packet %d granted to users %d and %d", a.claim.PacketID, prev, u)
 			}
 			owner[a.claim.PacketID] = u
+			if prev, dup := orders[a.claim.OrderNo]; dup || len(a.claim.OrderNo) != 18 {
+				t.Errorf("order number %q answered to users %d and %d (or not 8+10 digits)", a.claim.OrderNo, prev, u)
+			}
+			orders[a.claim.OrderNo] = u
 			want := a.claim
 			want.Repeat = true
 			if b.err != nil || b.claim != want {
@@ -99,6 +109,9 @@ func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 	}
 	if sum != total {
 		t.Errorf("granted %d cents, want the total %d", sum, total)
+	}
+	if numbers.Supplies() < packets/37 {
+		t.Errorf("%d raises for %d grants 37 at a time", numbers.Supplies(), packets)
 	}
 	if n := llen(t, rdb, k.Consumed(k.Shard(id))); n != packets {
 		t.Errorf("consumed holds %d claims, want %d", n, packets)

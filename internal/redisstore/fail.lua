@@ -1,4 +1,4 @@
--- Give up an envelope that never finished loading: leave a "failed" meta so
+-- Give up an envelope that never finished loading: leave a 'failed' meta so
 -- that a late load (a slow creator) changes nothing and no grab is granted.
 --
 -- KEYS[1] meta hash of the envelope
@@ -8,25 +8,33 @@
 -- ARGV[1] lifetime of the failed meta in milliseconds
 -- ARGV[2] the shard epoch the caller last checked
 --
--- Reply:
---   1 the envelope was never loaded, nothing was offered; it is failed now
---     (or was already: giving up can be repeated)
---   0 it was loaded (meta present): it may have been offered, nothing changed
---  -1 a pool or claims exist without meta: state was partly lost
---  -2 the shard's epoch is not ARGV[2]: a missing meta proves nothing
+-- Reply {code}:
+--   FAILED        the envelope was never loaded, nothing was offered; it is
+--                 failed now (or was already: giving up can be repeated)
+--   WAS_LOADED    it was loaded (meta present): it may have been offered,
+--                 nothing changed
+--   INCONSISTENT  a pool or claims exist without meta: state was partly lost
+--   EPOCH_CHANGED the shard's epoch is not ARGV[2]: a missing meta proves
+--                 nothing
+local FAILED, WAS_LOADED, INCONSISTENT, EPOCH_CHANGED = 0, 1, 2, 3
+
+local ttl = tonumber(ARGV[1])
+if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+  return redis.error_reply('fail: bad lifetime')
+end
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return -2
+  return {EPOCH_CHANGED}
 end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'failed' then
-  return 1
+  return {FAILED}
 end
 if status then
-  return 0
+  return {WAS_LOADED}
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
-  return -1
+  return {INCONSISTENT}
 end
 redis.call('HSET', KEYS[1], 'status', 'failed', 'grabbed_cents', 0)
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return 1
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {FAILED}

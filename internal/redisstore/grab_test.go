@@ -14,7 +14,7 @@ func TestGrabNotLoaded(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	ctx := ctxT(t)
-	_, err := s.Grab(ctx, 5, "alice", time.Now(), orderNo())
+	_, err := s.Grab(ctx, 5, "alice", time.Now())
 	if !errors.Is(err, redisstore.ErrNotLoaded) {
 		t.Fatalf("grab of unknown envelope = %v, want ErrNotLoaded", err)
 	}
@@ -35,7 +35,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 	now := time.Now()
 	packets, _ := load(t, s, id, 5, now)
 
-	first, err := s.Grab(ctx, id, "alice", now, orderNo())
+	first, err := s.Grab(ctx, id, "alice", now)
 	if err != nil {
 		t.Fatalf("grab: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 	}
 
 	// The same user again, later: the same claim, nothing popped or queued.
-	again, err := s.Grab(ctx, id, "alice", now.Add(3*time.Second), orderNo())
+	again, err := s.Grab(ctx, id, "alice", now.Add(3*time.Second))
 	if err != nil {
 		t.Fatalf("repeat grab: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 		t.Errorf("consumed holds %d claims, want 1", n)
 	}
 	// Another user gets another packet.
-	other, err := s.Grab(ctx, id, "bob", now, orderNo())
+	other, err := s.Grab(ctx, id, "bob", now)
 	if err != nil || other.PacketID == first.PacketID || other.Repeat {
 		t.Errorf("bob's grab = %+v, %v; want a new, different packet", other, err)
 	}
@@ -89,7 +89,7 @@ func TestGrabClosedStatus(t *testing.T) {
 	const id = 10
 	now := time.Now()
 	load(t, s, id, 5, now)
-	held, err := s.Grab(ctx, id, "holder", now, orderNo())
+	held, err := s.Grab(ctx, id, "holder", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +100,10 @@ func TestGrabClosedStatus(t *testing.T) {
 		if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", status).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Grab(ctx, id, "late", now, orderNo()); !errors.Is(err, want) {
+		if _, err := s.Grab(ctx, id, "late", now); !errors.Is(err, want) {
 			t.Errorf("status %q: grab = %v, want %v", status, err, want)
 		}
-		c, err := s.Grab(ctx, id, "holder", now, orderNo())
+		c, err := s.Grab(ctx, id, "holder", now)
 		if err != nil || !c.Repeat || c.PacketID != held.PacketID {
 			t.Errorf("status %q: holder's repeat = %+v, %v; want their packet %d", status, c, err, held.PacketID)
 		}
@@ -114,7 +114,7 @@ func TestGrabClosedStatus(t *testing.T) {
 	if err := rdb.HSet(ctx, s.Keys().Meta(id), "status", "open").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grab(ctx, id, "late", now, orderNo()); err != nil {
+	if _, err := s.Grab(ctx, id, "late", now); err != nil {
 		t.Errorf("grab after reopening = %v", err)
 	}
 }
@@ -129,24 +129,24 @@ func TestGrabExpiry(t *testing.T) {
 	if _, err := s.LoadEnvelope(ctx, id, expires, total, ps); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Millisecond), orderNo()); !errors.Is(err, redisstore.ErrClosed) {
+	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Millisecond)); !errors.Is(err, redisstore.ErrClosed) {
 		t.Errorf("grab 1ms after expiry = %v, want ErrClosed", err)
 	}
-	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Hour), orderNo()); !errors.Is(err, redisstore.ErrClosed) {
+	if _, err := s.Grab(ctx, id, "late", expires.Add(time.Hour)); !errors.Is(err, redisstore.ErrClosed) {
 		t.Errorf("grab an hour after expiry = %v, want ErrClosed", err)
 	}
-	c, err := s.Grab(ctx, id, "ontime", expires, orderNo())
+	c, err := s.Grab(ctx, id, "ontime", expires)
 	if err != nil {
 		t.Fatalf("grab at expiry = %v, want granted", err)
 	}
 	if !c.GrabbedAt.Equal(expires) {
 		t.Errorf("GrabbedAt = %v, want %v", c.GrabbedAt, expires)
 	}
-	again, err := s.Grab(ctx, id, "ontime", expires.Add(time.Hour), orderNo())
+	again, err := s.Grab(ctx, id, "ontime", expires.Add(time.Hour))
 	if err != nil || !again.Repeat || again.PacketID != c.PacketID || !again.GrabbedAt.Equal(c.GrabbedAt) {
 		t.Errorf("holder's repeat after expiry = %+v, %v; want %+v", again, err, c)
 	}
-	if _, err := s.Grab(ctx, id, "early", expires.Add(-time.Second), orderNo()); err != nil {
+	if _, err := s.Grab(ctx, id, "early", expires.Add(-time.Second)); err != nil {
 		t.Errorf("grab before expiry = %v", err)
 	}
 }
@@ -159,23 +159,23 @@ func TestGrabSoldOut(t *testing.T) {
 	const id = 12
 	now := time.Now()
 	packets, total := load(t, s, id, 2, now)
-	a, errA := s.Grab(ctx, id, "a", now, orderNo())
-	b, errB := s.Grab(ctx, id, "b", now, orderNo())
+	a, errA := s.Grab(ctx, id, "a", now)
+	b, errB := s.Grab(ctx, id, "b", now)
 	if errA != nil || errB != nil || a.PacketID == b.PacketID {
 		t.Fatalf("grabs = %+v %v, %+v %v", a, errA, b, errB)
 	}
 	if _, ok := packets[a.PacketID]; !ok {
 		t.Errorf("unknown packet %d", a.PacketID)
 	}
-	if _, err := s.Grab(ctx, id, "c", now, orderNo()); !errors.Is(err, redisstore.ErrSoldOut) {
+	if _, err := s.Grab(ctx, id, "c", now); !errors.Is(err, redisstore.ErrSoldOut) {
 		t.Errorf("grab of an empty pool = %v, want ErrSoldOut", err)
 	}
-	if _, err := s.Grab(ctx, id, "c", now, orderNo()); !errors.Is(err, redisstore.ErrSoldOut) {
+	if _, err := s.Grab(ctx, id, "c", now); !errors.Is(err, redisstore.ErrSoldOut) {
 		t.Errorf("second grab of an empty pool = %v, want ErrSoldOut", err)
 	}
 	for _, held := range []redisstore.Claim{a, b} {
 		user := map[int64]string{a.PacketID: "a", b.PacketID: "b"}[held.PacketID]
-		c, err := s.Grab(ctx, id, user, now.Add(time.Second), orderNo())
+		c, err := s.Grab(ctx, id, user, now.Add(time.Second))
 		held.Repeat = true
 		if err != nil || c != held {
 			t.Errorf("%s's repeat after sold out = %+v, %v; want %+v", user, c, err, held)
@@ -207,13 +207,13 @@ func TestGrabUserIDsRoundTrip(t *testing.T) {
 	users := []string{"a:b", "x@y.z", "wx:123@corp:9", ":lead", "trail:", "::", "名字:@", "1:2:3:4:5"}
 	got := map[string]redisstore.Claim{}
 	for _, u := range users {
-		c, err := s.Grab(ctx, id, u, now, orderNo())
+		c, err := s.Grab(ctx, id, u, now)
 		if err != nil {
 			t.Fatalf("grab by %q: %v", u, err)
 		}
 		got[u] = c
 		// The repeat is found under the same id.
-		if r, err := s.Grab(ctx, id, u, now, orderNo()); err != nil || !r.Repeat || r.PacketID != c.PacketID || r.OrderNo != c.OrderNo {
+		if r, err := s.Grab(ctx, id, u, now); err != nil || !r.Repeat || r.PacketID != c.PacketID || r.OrderNo != c.OrderNo {
 			t.Errorf("repeat by %q = %+v, %v", u, r, err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestGrabbedCentsAndLive(t *testing.T) {
 	packets, total := load(t, s, id, 20, now)
 	var sum int64
 	for u := range 13 {
-		c, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now, orderNo())
+		c, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestGrabbedCentsAndLive(t *testing.T) {
 		}
 		sum += c.AmountCents
 		// A repeat adds nothing.
-		if _, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now, orderNo()); err != nil {
+		if _, err := s.Grab(ctx, id, "u"+strconv.Itoa(u), now); err != nil {
 			t.Fatal(err)
 		}
 	}

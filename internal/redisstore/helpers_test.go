@@ -15,11 +15,19 @@ import (
 // envelope ids of one test land on several shards.
 const testShards = 4
 
-// newStore returns a Store on the test Redis under a prefix of the test's own.
+// newStore returns a Store on the test Redis under a prefix of the test's
+// own, numbering its grants from reservations kept in memory (10 digits,
+// 1,000 a reservation, days in UTC).
 func newStore(t testing.TB) (*redisstore.Store, redis.UniversalClient) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
-	return redisstore.New(rdb, prefix, testShards), rdb
+	return numbered(redisstore.New(rdb, prefix, testShards)), rdb
+}
+
+// numbered makes s number its grants as newStore's do.
+func numbered(s *redisstore.Store) *redisstore.Store {
+	redisstore.NumberInMemory(s, 10, 1000, time.UTC)
+	return s
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -17,11 +17,11 @@ import "strconv"
 //	{<prefix>:s<shard>}:taken                string: when the flusher last took a batch waiting for replicas
 //	{<prefix>:s<shard>}:epoch                string: token the flusher also keeps in PostgreSQL;
 //	                                         gone or different means the shard lost its data
+//	{<prefix>:s<shard>}:order:<yyyyMMdd>     hash: counter, ceiling, identity: the shard's order
+//	                                         numbers of a day (grab.lua, order_ceiling.lua)
 //
 // Identifier generators share one more tag, {<prefix>:ids}:
 //
-//	{<prefix>:ids}:order:<yyyyMMdd>          counter: order numbers of a day
-//	{<prefix>:ids}:order:guard               flag: no order counter was lost since it was set
 //	{<prefix>:ids}:share:pool                string: 10000..99999 shuffled, 5 bytes each
 //	{<prefix>:ids}:share:<yyMMdd>            counter: share codes taken on a day
 //	{<prefix>:ids}:shortids                  bitmap: short user ids in use
@@ -77,14 +77,12 @@ func (k Keys) Taken(shard int) string { return k.tag(shard) + ":taken" }
 // so a shard whose token vanished is known to have lost its data.
 func (k Keys) Epoch(shard int) string { return k.tag(shard) + ":epoch" }
 
+// Orders is the shard's order-number hash of a day (day as yyyyMMdd): it
+// shares the shard's tag, so the grab script numbers its grants in the same
+// call.
+func (k Keys) Orders(shard int, day string) string { return k.tag(shard) + ":order:" + day }
+
 func (k Keys) ids() string { return "{" + k.prefix + ":ids}" }
-
-// OrderGuard is present while Redis holds every order counter it was given;
-// a counter found without it may have lost numbers already answered.
-func (k Keys) OrderGuard() string { return k.ids() + ":order:guard" }
-
-// OrderDay is the counter of a day's order numbers (day as yyyyMMdd).
-func (k Keys) OrderDay(day string) string { return k.ids() + ":order:" + day }
 
 // SharePool is the shuffled pool of share-code suffixes.
 func (k Keys) SharePool() string { return k.ids() + ":share:pool" }

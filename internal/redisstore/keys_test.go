@@ -76,7 +76,8 @@ func TestKeysShareOneSlotPerEnvelope(t *testing.T) {
 			if want := int(id % int64(shards)); shard != want {
 				t.Fatalf("shards=%d: Shard(%d) = %d, want %d", shards, id, shard, want)
 			}
-			keys := []string{k.Meta(id), k.Pool(id), k.Claims(id), k.Consumed(shard), k.Inflight(shard), k.Rejected(shard)}
+			keys := []string{k.Meta(id), k.Pool(id), k.Claims(id), k.Consumed(shard), k.Inflight(shard), k.Rejected(shard),
+				k.Orders(shard, "20300517")}
 			wantTag := fmt.Sprintf("t:pfx:s%d", shard)
 			for _, key := range keys {
 				if tag := hashTag(key); tag != wantTag {
@@ -120,6 +121,8 @@ func TestKeysDistinct(t *testing.T) {
 		add(k.Consumed(shard), fmt.Sprintf("consumed %d", shard))
 		add(k.Inflight(shard), fmt.Sprintf("inflight %d", shard))
 		add(k.Rejected(shard), fmt.Sprintf("rejected %d", shard))
+		add(k.Orders(shard, "20300517"), fmt.Sprintf("orders %d of a day", shard))
+		add(k.Orders(shard, "20300518"), fmt.Sprintf("orders %d of the next day", shard))
 	}
 	// Different prefixes never share a key.
 	if a, b := redisstore.NewKeys("a", 4).Meta(1), redisstore.NewKeys("b", 4).Meta(1); a == b {
@@ -131,12 +134,13 @@ func TestKeyNamesFollowDesign(t *testing.T) {
 	t.Parallel()
 	k := redisstore.NewKeys("rp", 16)
 	for got, want := range map[string]string{
-		k.Meta(35):     "{rp:s3}:e:35:meta",
-		k.Pool(35):     "{rp:s3}:e:35:pool",
-		k.Claims(35):   "{rp:s3}:e:35:claims",
-		k.Consumed(3):  "{rp:s3}:consumed",
-		k.Inflight(3):  "{rp:s3}:inflight",
-		k.Rejected(15): "{rp:s15}:rejected",
+		k.Meta(35):              "{rp:s3}:e:35:meta",
+		k.Pool(35):              "{rp:s3}:e:35:pool",
+		k.Claims(35):            "{rp:s3}:e:35:claims",
+		k.Consumed(3):           "{rp:s3}:consumed",
+		k.Inflight(3):           "{rp:s3}:inflight",
+		k.Rejected(15):          "{rp:s15}:rejected",
+		k.Orders(3, "20300517"): "{rp:s3}:order:20300517",
 	} {
 		if got != want {
 			t.Errorf("key %q, want %q", got, want)
@@ -152,8 +156,7 @@ func TestIdentifierKeysShareOneTag(t *testing.T) {
 	t.Parallel()
 	const shards = 16
 	k := redisstore.NewKeys("rp", shards)
-	keys := []string{k.OrderDay("20300517"), k.OrderDay("20300518"), k.SharePool(), k.ShareDay("300517"),
-		k.ShortIDs(), k.ShortIDsReady()}
+	keys := []string{k.SharePool(), k.ShareDay("300517"), k.ShortIDs(), k.ShortIDsReady()}
 	seen := map[string]bool{}
 	for _, key := range keys {
 		if tag := hashTag(key); tag != "rp:ids" {
@@ -169,7 +172,7 @@ func TestIdentifierKeysShareOneTag(t *testing.T) {
 			t.Errorf("shard %d shares the identifiers' hash tag", shard)
 		}
 	}
-	if k.OrderDay("20300517") == k.OrderDay("20300518") || k.ShareDay("300517") == k.ShareDay("300518") {
+	if k.ShareDay("300517") == k.ShareDay("300518") {
 		t.Errorf("two days share a counter")
 	}
 }

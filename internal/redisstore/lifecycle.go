@@ -9,23 +9,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// Meta statuses the flusher sets; "open" is set by loading.
-const (
-	MetaOpen      = "open"
-	MetaClosed    = "closed"
-	MetaSuspended = "suspended"
-	MetaFailed    = "failed"
+	rs "redpacket/internal/redisscript"
 )
 
 // Closed is what Close and Suspend saw of an envelope before changing it.
 type Closed struct {
-	Found        bool   // the meta existed
-	Before       string // meta status before the call
-	GrabbedCents int64  // cents granted in Redis, final once closed
-	Claims       int64  // users holding a packet
-	Pool         int64  // packets left in the pool before the call
+	Found        bool       // the meta existed
+	Before       MetaStatus // meta status before the call
+	GrabbedCents int64      // cents granted in Redis, final once closed
+	Claims       int64      // users holding a packet
+	Pool         int64      // packets left in the pool before the call
 }
 
 // Close stops grants of an envelope for good, drops its pool and gives its
@@ -40,18 +34,36 @@ func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
 	return s.runClose(ctx, id, MetaSuspended, 0)
 }
 
-func (s *Store) runClose(ctx context.Context, id int64, status string, ttl time.Duration) (Closed, error) {
+func (s *Store) runClose(ctx context.Context, id int64, status MetaStatus, ttl time.Duration) (Closed, error) {
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
-	reply, err := closeScript.Run(ctx, s.rdb, keys, status, max(ttl.Milliseconds(), 1)).Slice()
+	code, payload, err := closeScript.Run(ctx, s.rdb, keys, string(status), max(ttl.Milliseconds(), 1))
+	if err == nil && code == closeNoMeta {
+		return Closed{}, nil
+	}
+	var c Closed
+	if err == nil {
+		c, err = parseClosed(payload)
+	}
 	if err != nil {
 		return Closed{}, fmt.Errorf("set envelope %d %s: %w", id, status, err)
 	}
-	if len(reply) < 5 {
-		return Closed{}, nil
+	return c, nil
+}
+
+// parseClosed reads close.lua's {status before, grabbed_cents, claims, pool}.
+func parseClosed(payload any) (Closed, error) {
+	l, err := rs.List(payload, 4)
+	if err != nil {
+		return Closed{}, err
 	}
-	before, _ := reply[1].(string)
-	n := func(i int) int64 { v, _ := reply[i].(int64); return v }
-	return Closed{Found: true, Before: before, GrabbedCents: n(2), Claims: n(3), Pool: n(4)}, nil
+	before, err := rs.String(l[0])
+	c := Closed{Found: true, Before: MetaStatus(before)}
+	for i, dst := range []*int64{&c.GrabbedCents, &c.Claims, &c.Pool} {
+		if err == nil {
+			*dst, err = rs.Int(l[i+1])
+		}
+	}
+	return c, err
 }
 
 // Fail marks an envelope that never finished loading as failed in Redis,
@@ -60,21 +72,11 @@ func (s *Store) runClose(ctx context.Context, id int64, status string, ttl time.
 // LoadEnvelopeIn it acts only while the shard still holds epoch.
 func (s *Store) Fail(ctx context.Context, epoch string, id int64, ttl time.Duration) (wasLoaded bool, err error) {
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
-	code, err := failScript.Run(ctx, s.rdb, keys, max(ttl.Milliseconds(), 1), epoch).Int()
+	code, _, err := failScript.Run(ctx, s.rdb, keys, max(ttl.Milliseconds(), 1), epoch)
 	if err != nil {
 		return false, fmt.Errorf("fail envelope %d: %w", id, err)
 	}
-	switch code {
-	case failDone:
-		return false, nil
-	case failWasLoaded:
-		return true, nil
-	case failInconsistent:
-		return false, fmt.Errorf("fail envelope %d: %w", id, ErrInconsistent)
-	case failEpochChanged:
-		return false, fmt.Errorf("fail envelope %d: %w", id, ErrEpochChanged)
-	}
-	return false, fmt.Errorf("fail envelope %d: unexpected reply %d", id, code)
+	return code == failWasLoaded, nil
 }
 
 // HeldClaim is a claim PostgreSQL holds, restored into Redis by Reload.
@@ -89,8 +91,13 @@ type HeldClaim struct {
 func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet) error {
 	var grabbed int64
 	args := make([]any, 0, 5+2*len(held)+len(pool))
+	all := append(make([]Packet, 0, len(held)+len(pool)), pool...)
 	for _, h := range held {
 		grabbed += h.AmountCents
+		all = append(all, Packet{ID: h.PacketID, AmountCents: h.AmountCents})
+	}
+	if err := checkPackets(totalCents, all); err != nil {
+		return fmt.Errorf("reload envelope %d: %w", id, err)
 	}
 	args = append(args, expiresAt.UnixMilli(), count, totalCents, grabbed, len(held))
 	for _, h := range held {
@@ -102,12 +109,8 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 		args = append(args, string(appendPacket(nil, p)))
 	}
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
-	done, err := reloadScript.Run(ctx, s.rdb, keys, args...).Int()
-	if err != nil {
+	if _, _, err := reloadScript.Run(ctx, s.rdb, keys, args...); err != nil {
 		return fmt.Errorf("reload envelope %d: %w", id, err)
-	}
-	if done != 1 {
-		return fmt.Errorf("reload envelope %d: redis does not show it suspended; suspend it first", id)
 	}
 	return nil
 }

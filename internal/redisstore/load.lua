@@ -6,39 +6,57 @@
 -- KEYS[4] epoch of the envelope's shard
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
--- ARGV[3] total cents
--- ARGV[4] the shard epoch the caller last checked, or "" to load regardless
+-- ARGV[3] total cents, at most 2^53 - 1 (the caller checked that the
+--         packets add up to no more)
+-- ARGV[4] the shard epoch the caller last checked, or '' to load regardless
 --         (a creator loading an envelope it has just written, which nobody
 --         can have been offered yet)
 -- ARGV[5..] packets, "<packet>:<amount>"
 --
--- Reply:
---   1 loaded now
---   0 already loaded: nothing changed (loading is idempotent)
---  -1 a pool or claims exist without meta: state was partly lost, so loading
---     could offer a packet twice; nothing changed
---  -2 the shard's epoch is not ARGV[4]: the shard lost its data since the
---     caller checked, so the envelope may have been offered before; nothing
---     changed
---  -3 the envelope was given up (failed) or suspended meanwhile: it must not
---     be marked loaded
+-- Reply {code}:
+--   LOADED        loaded now
+--   ALREADY       already loaded: nothing changed (loading is idempotent)
+--   INCONSISTENT  a pool or claims exist without meta: state was partly
+--                 lost, so loading could offer a packet twice; nothing changed
+--   EPOCH_CHANGED the shard's epoch is not ARGV[4]: the shard lost its data
+--                 since the caller checked, so the envelope may have been
+--                 offered before; nothing changed
+--   GIVEN_UP      the envelope was given up (failed) or suspended meanwhile:
+--                 it must not be marked loaded
+-- Arguments that are not what this says are an error, before any write.
+local LOADED, ALREADY, INCONSISTENT, EPOCH_CHANGED, GIVEN_UP = 0, 1, 2, 3, 4
+
+local exact = 9007199254740991
+local function whole(v, lo)
+  local n = tonumber(v)
+  if n and n == math.floor(n) and n >= lo and n <= exact then
+    return n
+  end
+  return nil
+end
+
+local count, total = whole(ARGV[2], 1), whole(ARGV[3], 1)
+if not whole(ARGV[1], 0) or not count or not total or count ~= #ARGV - 4 or total < count then
+  return redis.error_reply('load: bad arguments')
+end
 if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
-  return -2
+  return {EPOCH_CHANGED}
 end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'failed' or status == 'suspended' then
-  return -3
+  return {GIVEN_UP}
 end
 if status then
-  return 0
+  return {ALREADY}
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
-  return -1
+  return {INCONSISTENT}
 end
--- unpack() is bounded by the Lua stack: push in chunks.
+-- unpack() is bounded by the Lua stack: push in chunks. The pool does not
+-- exist, so no push can fail.
 for i = 5, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
   'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', 0)
-return 1
+return {LOADED}

@@ -50,7 +50,7 @@ func TestLoadEnvelope(t *testing.T) {
 	// Some grabs, then loading again (with other packets) changes nothing.
 	now := expires.Add(-time.Minute)
 	for u := range 3 {
-		if _, err := s.Grab(ctx, id, fmt.Sprintf("u%d", u), now, orderNo()); err != nil {
+		if _, err := s.Grab(ctx, id, fmt.Sprintf("u%d", u), now); err != nil {
 			t.Fatalf("grab: %v", err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestLoadEnvelopeInconsistent(t *testing.T) {
 			t.Errorf("claims changed to %v", got)
 		}
 		// And such an envelope is not grabbable: no meta means not loaded.
-		if _, err := s.Grab(ctx, id, "bob", time.Now(), orderNo()); !errors.Is(err, redisstore.ErrNotLoaded) {
+		if _, err := s.Grab(ctx, id, "bob", time.Now()); !errors.Is(err, redisstore.ErrNotLoaded) {
 			t.Errorf("grab = %v, want ErrNotLoaded", err)
 		}
 	})

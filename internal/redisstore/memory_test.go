@@ -25,7 +25,7 @@ func BenchmarkMemoryPerPacket(b *testing.B) {
 		pool := memory(b, rdb.MemoryUsage(ctx, k.Pool(id), 0).Val())
 		stop := s.Coalesce(4, 64)
 		for u := range n {
-			if _, err := s.Grab(ctx, id, "user-"+strconv.Itoa(u), now, orderNo()); err != nil {
+			if _, err := s.Grab(ctx, id, "user-"+strconv.Itoa(u), now); err != nil {
 				b.Fatal(err)
 			}
 		}

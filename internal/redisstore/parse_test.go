@@ -1,8 +1,13 @@
 package redisstore
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	rs "redpacket/internal/redisscript"
 )
 
 func TestParseQueued(t *testing.T) {
@@ -79,26 +84,58 @@ func TestParseClaim(t *testing.T) {
 	}
 }
 
-func TestParseGrabReply(t *testing.T) {
+func TestGrabOutcomes(t *testing.T) {
 	t.Parallel()
-	c, err := parseGrabReply([]any{int64(grabGranted), "5:6:7:8"})
+	claim := func(code any, raw any) (Claim, error) { return grabReply{code: code, raw: raw}.claim() }
+	c, err := claim(int64(grabGranted), "5:6:7:8")
 	if err != nil || c != (Claim{PacketID: 5, AmountCents: 6, GrabbedAt: time.UnixMilli(7).UTC(), OrderNo: "8"}) {
 		t.Errorf("granted = %+v, %v", c, err)
 	}
-	c, err = parseGrabReply([]any{int64(grabRepeat), "5:6:7:8"})
+	c, err = claim(int64(grabRepeat), "5:6:7:8")
 	if err != nil || !c.Repeat || c.PacketID != 5 {
 		t.Errorf("repeat = %+v, %v", c, err)
 	}
-	for code, want := range map[int64]error{grabNotLoaded: ErrNotLoaded, grabClosed: ErrClosed, grabSoldOut: ErrSoldOut,
-		grabSuspended: ErrSuspended} {
-		if _, err := parseGrabReply([]any{code, ""}); err != want {
+	for code, want := range map[rs.Code]error{grabNotLoaded: ErrNotLoaded, grabClosed: ErrClosed, grabSoldOut: ErrSoldOut,
+		grabSuspended: ErrSuspended, grabBadState: ErrBadState} {
+		if _, err := claim(int64(code), ""); err != want {
 			t.Errorf("code %d: %v, want %v", code, err, want)
 		}
 	}
-	if _, err := parseGrabReply([]any{int64(99), ""}); err == nil {
-		t.Errorf("unknown code: no error")
+	// A grab waiting for a number carries the call's error; without one the
+	// reply contradicts itself. Unknown codes and shapes are errors too.
+	for _, r := range []grabReply{
+		{code: int64(grabAwaiting), raw: ""}, {code: int64(99), raw: ""}, {code: int64(grabGranted), raw: "bad"},
+		{code: "0", raw: "5:6:7:8"}, {code: int64(grabGranted), raw: int64(5)}, {code: nil, raw: nil},
+	} {
+		if c, err := r.claim(); err == nil {
+			t.Errorf("%#v: %+v, no error", r, c)
+		}
 	}
-	if _, err := parseGrabReply([]any{int64(grabGranted), "bad"}); err == nil {
-		t.Errorf("granted with a malformed claim: no error")
+}
+
+// TestGrabCallShapes: a reply of grab.lua that is not {code, {info, n pairs}}
+// fails every grab of the call with an error, never a zero claim.
+func TestGrabCallShapes(t *testing.T) {
+	t.Parallel()
+	s := New(nil, "p", 4)
+	newMemNumbering(s, 10, 100, time.UTC)
+	sc := &shardCall{grabs: []*pendingGrab{{call: s.newGrab(1, "a", time.Now())}, {call: s.newGrab(5, "b", time.Now())}}}
+	pair := []any{int64(grabGranted), "5:6:7:8"}
+	for _, v := range []any{
+		nil, int64(0), "x", []any{}, []any{int64(grabDone)}, []any{"0", []any{int64(0)}},
+		[]any{int64(grabDone), []any{int64(3)}},                                            // no pairs
+		[]any{int64(grabDone), append([]any{int64(3)}, pair...)},                           // one pair for two grabs
+		[]any{int64(42), append(append([]any{int64(3)}, pair...), pair...)},                // unknown call code
+		[]any{int64(grabFence), append(append([]any{int64(3)}, pair...), pair...)},         // fence without identity
+		[]any{int64(grabDone), []any{int64(3), int64(grabAwaiting), "", pair[0], pair[1]}}, // awaiting in a done call
+	} {
+		cmd := redis.NewCmd(context.Background())
+		cmd.SetVal(v)
+		sc.cmd = cmd
+		for i, r := range s.replies(sc) {
+			if c, err := r.claim(); err == nil && (i == 0 || v == nil) {
+				t.Errorf("reply %#v: grab %d answered %+v without error", v, i, c)
+			}
+		}
 	}
 }

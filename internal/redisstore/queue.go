@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	rs "redpacket/internal/redisscript"
 )
 
 // QueuedClaim is a granted grab waiting in a shard's queue for the flusher.
@@ -48,11 +50,29 @@ func (s *Store) Take(ctx context.Context, shard, max int) ([]string, error) {
 	if s.waitReplicas > 0 {
 		return s.takeReplicated(ctx, shard, keys, max)
 	}
-	raw, err := takeScript.Run(ctx, s.rdb, keys, max).StringSlice()
+	raw, err := parseTaken(takeScript.Run(ctx, s.rdb, keys, max))
 	if err != nil {
 		return nil, fmt.Errorf("take claims of shard %d: %w", shard, err)
 	}
 	return raw, nil
+}
+
+// parseTaken reads take.lua's list of claims.
+func parseTaken(_ rs.Code, payload any, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	l, err := rs.List(payload, -1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(l))
+	for i, v := range l {
+		if out[i], err = rs.String(v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // takeReplicated runs the take, one write of its own (the take writes
@@ -69,7 +89,7 @@ func (s *Store) takeReplicated(ctx context.Context, shard int, keys []string, si
 	pipe.Set(ctx, s.keys.Taken(shard), time.Now().UnixMilli(), 0)
 	wait := pipe.Do(ctx, "WAIT", s.waitReplicas, max(s.waitTimeout.Milliseconds(), 1))
 	_, _ = pipe.Exec(ctx) // each command carries its own error
-	raw, err := take.StringSlice()
+	raw, err := parseTaken(takeScript.Parse(take.Result()))
 	if err != nil {
 		return nil, fmt.Errorf("take claims of shard %d: %w", shard, err)
 	}
@@ -101,12 +121,12 @@ func (s *Store) Ack(ctx context.Context, shard int, batch []string) (acked bool,
 	if len(batch) == 0 {
 		return true, nil
 	}
-	n, err := ackScript.Run(ctx, s.rdb, []string{s.keys.Inflight(shard)},
-		len(batch), batch[0], batch[len(batch)-1]).Int()
+	code, _, err := ackScript.Run(ctx, s.rdb, []string{s.keys.Inflight(shard)},
+		len(batch), batch[0], batch[len(batch)-1])
 	if err != nil {
 		return false, fmt.Errorf("ack shard %d: %w", shard, err)
 	}
-	return n == 1, nil
+	return code == ackDropped, nil
 }
 
 // Pending returns how many claims wait in each shard's queue and in flight.
@@ -129,10 +149,10 @@ func (s *Store) Pending(ctx context.Context) ([]int64, error) {
 
 // Live is an envelope's state as Redis sees it now.
 type Live struct {
-	Loaded       bool   // meta present
-	Status       string // meta status ("open", or "closed" once settling)
-	Remaining    int64  // packets left in the pool
-	Claims       int64  // users holding a packet
+	Loaded       bool       // meta present
+	Status       MetaStatus // meta status (open, or closed once settling)
+	Remaining    int64      // packets left in the pool
+	Claims       int64      // users holding a packet
 	GrabbedCents int64
 }
 
@@ -155,7 +175,7 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	if err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: grabbed_cents %q", envelopeID, cents)
 	}
-	return Live{Loaded: true, Status: status, Remaining: pool.Val(), Claims: claims.Val(), GrabbedCents: grabbed}, nil
+	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims.Val(), GrabbedCents: grabbed}, nil
 }
 
 // Reject keeps claims the flusher cannot read in the shard's rejected list,

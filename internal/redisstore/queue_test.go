@@ -35,7 +35,7 @@ func TestTakeAck(t *testing.T) {
 	users := make([]string, 10)
 	for i := range users {
 		users[i] = fmt.Sprintf("u%02d", i)
-		if _, err := s.Grab(ctx, id, users[i], now.Add(time.Duration(i)*time.Millisecond), orderNo()); err != nil {
+		if _, err := s.Grab(ctx, id, users[i], now.Add(time.Duration(i)*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +152,7 @@ func TestTakeShardsIndependent(t *testing.T) {
 	for id := int64(100); id < 100+testShards; id++ {
 		load(t, s, id, 3, now)
 		for u := range int(id % testShards) {
-			if _, err := s.Grab(ctx, id, fmt.Sprint("u", u), now, orderNo()); err != nil {
+			if _, err := s.Grab(ctx, id, fmt.Sprint("u", u), now); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,21 +7,41 @@
 -- KEYS[3] claims hash of the envelope
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
--- ARGV[3] total cents
--- ARGV[4] grabbed cents (the claimed cents in PostgreSQL)
+-- ARGV[3] total cents, at most 2^53 - 1
+-- ARGV[4] grabbed cents (the claimed cents in PostgreSQL), at most the total
 -- ARGV[5] n, the number of claims that follow
 -- ARGV[6 .. 5+2n] user, "<packet>:<amount>:<grabbed_ms>:<order_no>" pairs
 -- ARGV[6+2n ..] packets not claimed, "<packet>:<amount>"
 --
--- Reply: 1, or 0 when the meta is not suspended (the operator's recovery
--- suspends it first, so grants have stopped): nothing changed.
+-- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is there and not
+-- suspended (the operator's recovery suspends it first, so grants have
+-- stopped): nothing changed. Arguments that are not what this says are an
+-- error, before any write.
+local RELOADED, NOT_SUSPENDED = 0, 1
+
+local exact = 9007199254740991
+local function whole(v, lo)
+  local n = tonumber(v)
+  if n and n == math.floor(n) and n >= lo and n <= exact then
+    return n
+  end
+  return nil
+end
+
+local count, total, grabbed, claims = whole(ARGV[2], 1), whole(ARGV[3], 1), whole(ARGV[4], 0), whole(ARGV[5], 0)
+if not whole(ARGV[1], 0) or not count or not total or not grabbed or grabbed > total or not claims
+    or 5 + 2 * claims > #ARGV or claims + #ARGV - 5 - 2 * claims ~= count then
+  return redis.error_reply('reload: bad arguments')
+end
+-- Read first: a meta of another type fails here, before any write.
 local status = redis.call('HGET', KEYS[1], 'status')
 if status and status ~= 'suspended' then
-  return 0
+  return {NOT_SUSPENDED}
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-local first = 6 + 2 * tonumber(ARGV[5])
--- unpack() is bounded by the Lua stack: write in chunks.
+local first = 6 + 2 * claims
+-- unpack() is bounded by the Lua stack: write in chunks. The keys were just
+-- deleted, so no write can fail on their type.
 for i = 6, first - 1, 1000 do
   redis.call('HSET', KEYS[3], unpack(ARGV, i, math.min(i + 999, first - 1)))
 end
@@ -30,4 +50,4 @@ for i = first, #ARGV, 1000 do
 end
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
   'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', ARGV[4])
-return 1
+return {RELOADED}

@@ -3,13 +3,18 @@ package redisstore
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	rs "redpacket/internal/redisscript"
 )
 
-// Each script's KEYS, ARGV and reply are documented at the top of its file.
+// The scripts and their reply codes: the one place where a code becomes an
+// error. Each script's KEYS, ARGV and reply are documented at the top of its
+// file, which declares the same codes by the same names
+// (TestScriptsDeclareTheGoCodes).
 var (
 	//go:embed grab.lua
 	grabSource string
+	//go:embed order_ceiling.lua
+	ceilingSource string
 	//go:embed load.lua
 	loadSource string
 	//go:embed take.lua
@@ -23,38 +28,148 @@ var (
 	//go:embed reload.lua
 	reloadSource string
 
-	grabScript   = redis.NewScript(grabSource)
-	loadScript   = redis.NewScript(loadSource)
-	takeScript   = redis.NewScript(takeSource)
-	ackScript    = redis.NewScript(ackSource)
-	closeScript  = redis.NewScript(closeSource)
-	failScript   = redis.NewScript(failSource)
-	reloadScript = redis.NewScript(reloadSource)
+	grabScript = rs.New("grab.lua", grabSource,
+		rs.Reply{Code: grabDone, Name: "DONE"},
+		rs.Reply{Code: grabFence, Name: "FENCE"},
+		rs.Reply{Code: grabCeiling, Name: "CEILING"},
+		rs.Reply{Code: grabExhausted, Name: "EXHAUSTED"})
+	ceilingScript = rs.New("order_ceiling.lua", ceilingSource,
+		rs.Reply{Code: ceilingRaised, Name: "RAISED"},
+		rs.Reply{Code: ceilingFence, Name: "FENCE"})
+	loadScript = rs.New("load.lua", loadSource,
+		rs.Reply{Code: loadLoaded, Name: "LOADED"},
+		rs.Reply{Code: loadAlready, Name: "ALREADY"},
+		rs.Reply{Code: loadInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
+		rs.Reply{Code: loadEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged},
+		rs.Reply{Code: loadGivenUp, Name: "GIVEN_UP", Err: ErrGivenUp})
+	takeScript = rs.New("take.lua", takeSource,
+		rs.Reply{Code: takeTaken, Name: "TAKEN"})
+	ackScript = rs.New("ack.lua", ackSource,
+		rs.Reply{Code: ackDropped, Name: "DROPPED"},
+		rs.Reply{Code: ackOther, Name: "OTHER"})
+	closeScript = rs.New("close.lua", closeSource,
+		rs.Reply{Code: closeNoMeta, Name: "NO_META"},
+		rs.Reply{Code: closeFound, Name: "FOUND"})
+	failScript = rs.New("fail.lua", failSource,
+		rs.Reply{Code: failFailed, Name: "FAILED"},
+		rs.Reply{Code: failWasLoaded, Name: "WAS_LOADED"},
+		rs.Reply{Code: failInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
+		rs.Reply{Code: failEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged})
+	reloadScript = rs.New("reload.lua", reloadSource,
+		rs.Reply{Code: reloadDone, Name: "RELOADED"},
+		rs.Reply{Code: reloadNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended})
+
+	// scripts is every script of the package, for the checks.
+	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, takeScript, ackScript, closeScript, failScript, reloadScript}
 )
 
-// Reply codes of grab.lua.
+// grabOutcomes are the codes of each grab inside grab.lua's payload, with
+// the error each refusal is. AWAITING's error depends on the call's code
+// (see coalesce.go: callOutcome).
+var grabOutcomes = []rs.Reply{
+	{Code: grabGranted, Name: "GRANTED"},
+	{Code: grabRepeat, Name: "REPEAT"},
+	{Code: grabNotLoaded, Name: "NOT_LOADED", Err: ErrNotLoaded},
+	{Code: grabClosed, Name: "CLOSED", Err: ErrClosed},
+	{Code: grabSoldOut, Name: "SOLD_OUT", Err: ErrSoldOut},
+	{Code: grabSuspended, Name: "SUSPENDED", Err: ErrSuspended},
+	{Code: grabAwaiting, Name: "AWAITING"},
+	{Code: grabBadState, Name: "BAD_STATE", Err: ErrBadState},
+}
+
+// Reply codes of grab.lua, per call.
 const (
-	grabGranted   = 0
-	grabRepeat    = 1
-	grabNotLoaded = 2
-	grabClosed    = 3
-	grabSoldOut   = 4
-	grabSuspended = 5
+	grabDone      rs.Code = 0
+	grabFence     rs.Code = 1
+	grabCeiling   rs.Code = 2
+	grabExhausted rs.Code = 3
+)
+
+// Codes of each grab in grab.lua's payload.
+const (
+	grabGranted   rs.Code = 0
+	grabRepeat    rs.Code = 1
+	grabNotLoaded rs.Code = 2
+	grabClosed    rs.Code = 3
+	grabSoldOut   rs.Code = 4
+	grabSuspended rs.Code = 5
+	grabAwaiting  rs.Code = 6
+	grabBadState  rs.Code = 7
+)
+
+// Reply codes of order_ceiling.lua.
+const (
+	ceilingRaised rs.Code = 0
+	ceilingFence  rs.Code = 1
 )
 
 // Reply codes of load.lua.
 const (
-	loadDone         = 1
-	loadAlready      = 0
-	loadInconsistent = -1
-	loadEpochChanged = -2
-	loadGivenUp      = -3
+	loadLoaded       rs.Code = 0
+	loadAlready      rs.Code = 1
+	loadInconsistent rs.Code = 2
+	loadEpochChanged rs.Code = 3
+	loadGivenUp      rs.Code = 4
+)
+
+// Reply codes of take.lua, ack.lua and close.lua.
+const (
+	takeTaken   rs.Code = 0
+	ackDropped  rs.Code = 0
+	ackOther    rs.Code = 1
+	closeNoMeta rs.Code = 0
+	closeFound  rs.Code = 1
 )
 
 // Reply codes of fail.lua.
 const (
-	failDone         = 1
-	failWasLoaded    = 0
-	failInconsistent = -1
-	failEpochChanged = -2
+	failFailed       rs.Code = 0
+	failWasLoaded    rs.Code = 1
+	failInconsistent rs.Code = 2
+	failEpochChanged rs.Code = 3
 )
+
+// Reply codes of reload.lua.
+const (
+	reloadDone         rs.Code = 0
+	reloadNotSuspended rs.Code = 1
+)
+
+// MetaStatus is the status field of an envelope's meta hash, as the scripts
+// write and compare it.
+type MetaStatus string
+
+// Meta statuses: "open" is set by loading, the others by the flusher.
+const (
+	MetaOpen      MetaStatus = "open"
+	MetaClosed    MetaStatus = "closed"
+	MetaSuspended MetaStatus = "suspended"
+	MetaFailed    MetaStatus = "failed"
+)
+
+// metaStatuses lists them all, for the checks.
+var metaStatuses = []MetaStatus{MetaOpen, MetaClosed, MetaSuspended, MetaFailed}
+
+// Field names of the hashes the scripts read and write: an envelope's meta
+// and a shard's order numbers of a day.
+const (
+	fieldStatus       = "status"
+	fieldExpires      = "expires"
+	fieldCount        = "count"
+	fieldTotal        = "total"
+	fieldGrabbedCents = "grabbed_cents"
+	fieldCounter      = "counter"
+	fieldCeiling      = "ceiling"
+	fieldIdentity     = "identity"
+)
+
+// ScriptWords are the words a script over these keys may quote besides
+// Redis commands: every one a constant above (redisscript.Script.Check).
+func ScriptWords() []string {
+	words := []string{fieldStatus, fieldExpires, fieldCount, fieldTotal, fieldGrabbedCents,
+		fieldCounter, fieldCeiling, fieldIdentity}
+	for _, s := range metaStatuses {
+		words = append(words, string(s))
+	}
+	return words
+}

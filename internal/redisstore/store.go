@@ -1,17 +1,21 @@
 // Package redisstore is the hot path: key names, the embedded Lua scripts and
-// the calls that run them (load an envelope, grab a packet, hand claims to the
-// flusher).
+// the calls that run them (load an envelope, grab and number a packet, hand
+// claims to the flusher). Every script answers {code, payload} (package
+// redisscript); scripts.go maps each code to what it means.
 package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	rs "redpacket/internal/redisscript"
 )
 
 // Errors a grab can end with; the caller maps them to API answers.
@@ -24,6 +28,8 @@ var (
 	ErrEpochChanged  = errors.New("redis shard lost its data since its epoch was checked")
 	ErrNotReplicated = errors.New("grab not confirmed by enough redis replicas")
 	ErrGivenUp       = errors.New("envelope was given up or suspended before it was loaded")
+	ErrBadState      = errors.New("envelope state in redis fails a check (not numbers, or beyond exact integers); nothing was changed")
+	ErrNotSuspended  = errors.New("redis does not show the envelope suspended; suspend it first")
 )
 
 // Store runs the scripts against one Redis or a Redis Cluster.
@@ -31,6 +37,11 @@ type Store struct {
 	rdb       redis.UniversalClient
 	keys      Keys
 	coalescer *coalescer // set by Coalesce
+
+	// Set by NumberOrders.
+	numbering  OrderNumbering
+	orderWidth string  // ARGV of grab.lua
+	maxCounter []int64 // per shard
 
 	// Set by WaitForReplicas before Coalesce.
 	waitReplicas int
@@ -73,7 +84,12 @@ func (s *Store) LoadEnvelope(ctx context.Context, id int64, expiresAt time.Time,
 // LoadEnvelopeIn is LoadEnvelope for an envelope that may have been loaded
 // before: it loads only while the shard still holds epoch, the token the
 // caller checked against PostgreSQL, and returns ErrEpochChanged otherwise.
+// The packets may add up to at most totalCents, itself at most 2^53 - 1,
+// each worth at least a cent: checked here, before Redis is asked.
 func (s *Store) LoadEnvelopeIn(ctx context.Context, epoch string, id int64, expiresAt time.Time, totalCents int64, packets []Packet) (loaded bool, err error) {
+	if err := checkPackets(totalCents, packets); err != nil {
+		return false, fmt.Errorf("load envelope %d: %w", id, err)
+	}
 	args := make([]any, 0, 4+len(packets))
 	args = append(args, expiresAt.UnixMilli(), len(packets), totalCents, epoch)
 	buf := make([]byte, 0, 24)
@@ -82,23 +98,28 @@ func (s *Store) LoadEnvelopeIn(ctx context.Context, epoch string, id int64, expi
 		args = append(args, string(buf))
 	}
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
-	code, err := loadScript.Run(ctx, s.rdb, keys, args...).Int()
+	code, _, err := loadScript.Run(ctx, s.rdb, keys, args...)
 	if err != nil {
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
 	}
-	switch code {
-	case loadDone:
-		return true, nil
-	case loadAlready:
-		return false, nil
-	case loadInconsistent:
-		return false, fmt.Errorf("load envelope %d: %w", id, ErrInconsistent)
-	case loadEpochChanged:
-		return false, fmt.Errorf("load envelope %d: %w", id, ErrEpochChanged)
-	case loadGivenUp:
-		return false, fmt.Errorf("load envelope %d: %w", id, ErrGivenUp)
+	return code == loadLoaded, nil
+}
+
+// checkPackets holds packets to what the scripts can add up exactly: a
+// total of at most 2^53 - 1 cents, packets of at least a cent that add up to
+// no more than it (so grabbed cents never pass the total).
+func checkPackets(total int64, packets []Packet) error {
+	if len(packets) == 0 || total < 1 || total > maxExact {
+		return fmt.Errorf("%d packets, total %d cents: want at least one packet and 1..%d cents", len(packets), total, int64(maxExact))
 	}
-	return false, fmt.Errorf("load envelope %d: unexpected reply %d", id, code)
+	left := total
+	for _, p := range packets {
+		if p.ID < 1 || p.AmountCents < 1 || p.AmountCents > left {
+			return fmt.Errorf("packet %d of %d cents: ids and amounts must be positive and add up to at most the total %d", p.ID, p.AmountCents, total)
+		}
+		left -= p.AmountCents
+	}
+	return nil
 }
 
 func appendPacket(b []byte, p Packet) []byte {
@@ -116,62 +137,177 @@ type Claim struct {
 	Repeat      bool // the user had grabbed before; this is that same packet
 }
 
-// Grab takes a packet of the envelope for the user at time now, recording
-// orderNo with it, or returns the user's earlier claim (with its own order
-// number) with Repeat set.
-func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time, orderNo string) (Claim, error) {
-	g := s.newGrab(envelopeID, userID, now, orderNo)
-	var reply []any
-	var err error
+// Grab takes a packet of the envelope for the user at time now and gives it
+// an order number, or returns the user's earlier claim (with its own order
+// number) with Repeat set. A refusal takes no number. When the grab's shard
+// has no number to give, the store's OrderNumbering supplies some and the
+// grab is asked again; a width used up for the day is
+// ErrOrderNumbersExhausted.
+func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time) (Claim, error) {
+	if s.numbering == nil {
+		return Claim{}, fmt.Errorf("grab envelope %d: the store numbers no orders (NumberOrders)", envelopeID)
+	}
+	g := s.newGrab(envelopeID, userID, now)
+	for attempt := 1; ; attempt++ {
+		r := s.grabOnce(ctx, g)
+		var short *OrderShortage
+		if !errors.As(r.err, &short) {
+			c, err := r.claim()
+			if err != nil {
+				return c, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+			}
+			return c, nil
+		}
+		if attempt == maxGrabAttempts {
+			return Claim{}, fmt.Errorf("grab envelope %d: still no order number after %d supplies: %w", envelopeID, attempt-1, short)
+		}
+		if err := s.numbering.Supply(ctx, short); err != nil {
+			return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+		}
+	}
+}
+
+// maxGrabAttempts bounds how often a grab is asked again after its shard
+// was supplied order numbers (others may take them first).
+const maxGrabAttempts = 5
+
+func (s *Store) grabOnce(ctx context.Context, g grabCall) grabReply {
 	if s.coalescer != nil {
-		reply, err = s.coalescer.grab(ctx, g)
-	} else {
-		keys := append([]string{s.keys.Consumed(g.shard)}, g.keys[:]...)
-		reply, err = grabScript.Run(ctx, s.rdb, keys, g.args[:]...).Slice()
+		return s.coalescer.grab(ctx, g)
 	}
-	if err != nil {
-		return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
-	}
-	return parseGrabReply(reply)
+	sc := &shardCall{grabs: []*pendingGrab{{call: g}}}
+	keys, args := s.grabArgs(sc)
+	sc.cmd = grabScript.Script.Run(ctx, s.rdb, keys, args...)
+	return s.replies(sc)[0]
 }
 
 // grabCall is one grab's part of a grab script call.
 type grabCall struct {
 	shard int
+	date  string    // the day of its order number
 	keys  [3]string // meta, pool, claims
-	args  [4]any    // user, now, envelope, order number
+	args  [3]any    // user, now, envelope
 }
 
-func (s *Store) newGrab(envelopeID int64, userID string, now time.Time, orderNo string) grabCall {
+func (s *Store) newGrab(envelopeID int64, userID string, now time.Time) grabCall {
 	return grabCall{
 		shard: s.keys.Shard(envelopeID),
+		date:  s.numbering.Date(now),
 		keys:  [3]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID)},
-		args:  [4]any{userID, now.UnixMilli(), envelopeID, orderNo},
+		args:  [3]any{userID, now.UnixMilli(), envelopeID},
 	}
 }
 
-// parseGrabReply reads one grab's {code, claim}.
-func parseGrabReply(reply []any) (Claim, error) {
-	if len(reply) != 2 {
-		return Claim{}, fmt.Errorf("grab: unexpected reply %v", reply)
+// grabArgs are the KEYS and ARGV of one call of grab.lua for the grabs of sc
+// (one shard, one day).
+func (s *Store) grabArgs(sc *shardCall) ([]string, []any) {
+	g0 := sc.grabs[0].call
+	ks := make([]string, 2, 2+3*len(sc.grabs))
+	ks[0], ks[1] = s.keys.Consumed(g0.shard), s.keys.Orders(g0.shard, g0.date)
+	args := make([]any, 5, 5+3*len(sc.grabs))
+	args[0], args[1], args[2], args[3], args[4] = g0.date, s.orderWidth, s.keys.Shards(), g0.shard+1, s.maxCounter[g0.shard]
+	for _, p := range sc.grabs {
+		ks = append(ks, p.call.keys[:]...)
+		args = append(args, p.call.args[:]...)
 	}
-	code, _ := reply[0].(int64)
+	return ks, args
+}
+
+// replies reads one call's reply into each grab's: its outcome code and
+// claim, or the error of the whole call, or, for a grab that found a packet
+// but no number, what the call says about the order numbers. A call that
+// granted packets tells the numbering how many numbers are left.
+func (s *Store) replies(sc *shardCall) []grabReply {
+	out := make([]grabReply, len(sc.grabs))
+	g0 := sc.grabs[0].call
+	code, info, pairs, err := parseGrabCall(sc.cmd, len(sc.grabs))
+	if err == nil {
+		err = sc.err
+	}
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	var short error
 	switch code {
-	case grabGranted, grabRepeat:
-		raw, _ := reply[1].(string)
-		c, err := parseClaim(raw)
-		c.Repeat = code == grabRepeat
-		return c, err
-	case grabNotLoaded:
-		return Claim{}, ErrNotLoaded
-	case grabClosed:
-		return Claim{}, ErrClosed
-	case grabSoldOut:
-		return Claim{}, ErrSoldOut
-	case grabSuspended:
-		return Claim{}, ErrSuspended
+	case grabDone:
+		if left, ok := info.(int64); ok && left >= 0 {
+			s.numbering.Remaining(g0.shard, g0.date, left)
+		}
+	case grabFence:
+		id, ok := info.(string)
+		if !ok || id == "" {
+			err := fmt.Errorf("grab: %w: fence without an identity: %#v", rs.ErrReply, info)
+			for i := range out {
+				out[i].err = err
+			}
+			return out
+		}
+		short = &OrderShortage{Shard: g0.shard, Date: g0.date, Identity: id}
+	case grabCeiling:
+		short = &OrderShortage{Shard: g0.shard, Date: g0.date}
+	case grabExhausted:
+		short = fmt.Errorf("shard %d on %s: %w", g0.shard, g0.date, ErrOrderNumbersExhausted)
 	}
-	return Claim{}, fmt.Errorf("grab: unexpected reply %v", reply)
+	for i := range out {
+		out[i].code, out[i].raw = pairs[2*i], pairs[2*i+1]
+		if out[i].code == int64(grabAwaiting) {
+			if out[i].err = short; short == nil {
+				out[i].err = fmt.Errorf("grab: %w: a grab awaits a number in a call that says %d", rs.ErrReply, code)
+			}
+		}
+	}
+	return out
+}
+
+// parseGrabCall reads {code, {info, code_1, claim_1, ...}} for n grabs.
+func parseGrabCall(cmd *redis.Cmd, n int) (rs.Code, any, []any, error) {
+	code, payload, err := grabScript.Parse(cmd.Result())
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	l, err := rs.List(payload, 1+2*n)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("grab.lua: %w", err)
+	}
+	return code, l[0], l[1:], nil
+}
+
+// grabReply is one grab's outcome as the script answered it.
+type grabReply struct {
+	code any // the grab's code, an int64 when the reply is well formed
+	raw  any // its claim, a string
+	err  error
+}
+
+// claim turns the outcome into the grab's claim or error: the one place a
+// grab's code becomes an error (grabOutcomes).
+func (r grabReply) claim() (Claim, error) {
+	if r.err != nil {
+		return Claim{}, r.err
+	}
+	n, ok := r.code.(int64)
+	raw, okRaw := r.raw.(string)
+	if !ok || !okRaw {
+		return Claim{}, fmt.Errorf("grab: %w: outcome %#v, %#v", rs.ErrReply, r.code, r.raw)
+	}
+	return parseOutcome(rs.Code(n), raw)
+}
+
+// parseOutcome reads one grab's code and claim.
+func parseOutcome(code rs.Code, raw string) (Claim, error) {
+	i := slices.IndexFunc(grabOutcomes, func(d rs.Reply) bool { return d.Code == code })
+	switch {
+	case i < 0 || code == grabAwaiting:
+		return Claim{}, fmt.Errorf("grab: %w: outcome %d", rs.ErrReply, code)
+	case grabOutcomes[i].Err != nil:
+		return Claim{}, grabOutcomes[i].Err
+	}
+	c, err := parseClaim(raw)
+	c.Repeat = code == grabRepeat
+	return c, err
 }
 
 // parseClaim reads "<packet>:<amount>:<grabbed_ms>:<order_no>". The order

@@ -18,7 +18,7 @@ import (
 func TestClusterGrabWaitsForReplicas(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
-	s := redisstore.New(rdb, prefix, 16)
+	s := numbered(redisstore.New(rdb, prefix, 16))
 	ctx := ctxT(t)
 	now := time.Now()
 	for id := int64(1); id <= 16; id++ { // one envelope per shard
@@ -31,7 +31,7 @@ func TestClusterGrabWaitsForReplicas(t *testing.T) {
 	for id := int64(1); id <= 16; id++ {
 		for u := range 10 {
 			wg.Go(func() {
-				if _, err := s.Grab(ctx, id, fmt.Sprintf("u%d", u), now, orderNo()); err != nil {
+				if _, err := s.Grab(ctx, id, fmt.Sprintf("u%d", u), now); err != nil {
 					errs <- err
 				}
 			})
@@ -43,13 +43,13 @@ func TestClusterGrabWaitsForReplicas(t *testing.T) {
 		t.Errorf("grab with one replica asked: %v", err)
 	}
 
-	strict := redisstore.New(rdb, prefix, 16)
+	strict := numbered(redisstore.New(rdb, prefix, 16))
 	strict.WaitForReplicas(2, 50*time.Millisecond)
 	t.Cleanup(strict.Coalesce(1, 16))
-	if _, err := strict.Grab(ctx, 1, "strict", now, orderNo()); !errors.Is(err, redisstore.ErrNotReplicated) {
+	if _, err := strict.Grab(ctx, 1, "strict", now); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("grab asking for 2 replicas of 1 = %v, want ErrNotReplicated", err)
 	}
-	c, err := s.Grab(ctx, 1, "strict", now, orderNo())
+	c, err := s.Grab(ctx, 1, "strict", now)
 	if err != nil || !c.Repeat {
 		t.Fatalf("retry of the unconfirmed grab = %+v, %v; want its packet as a repeat", c, err)
 	}
@@ -64,7 +64,7 @@ func TestGrabWaitWithoutReplicas(t *testing.T) {
 	load(t, s, 1, 5, now)
 	s.WaitForReplicas(1, 20*time.Millisecond)
 	t.Cleanup(s.Coalesce(1, 8))
-	if _, err := s.Grab(ctx, 1, "u", now, orderNo()); !errors.Is(err, redisstore.ErrNotReplicated) {
+	if _, err := s.Grab(ctx, 1, "u", now); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("grab = %v, want ErrNotReplicated", err)
 	}
 }
@@ -73,17 +73,17 @@ func TestGrabWaitWithoutReplicas(t *testing.T) {
 func TestClusterTakeWaitsForReplicas(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
-	s := redisstore.New(rdb, prefix, 16)
+	s := numbered(redisstore.New(rdb, prefix, 16))
 	ctx := ctxT(t)
 	now := time.Now()
 	load(t, s, 3, 5, now)
 	for u := range 3 {
-		if _, err := s.Grab(ctx, 3, fmt.Sprintf("u%d", u), now, orderNo()); err != nil {
+		if _, err := s.Grab(ctx, 3, fmt.Sprintf("u%d", u), now); err != nil {
 			t.Fatal(err)
 		}
 	}
 	shard := s.Keys().Shard(3)
-	strict := redisstore.New(rdb, prefix, 16)
+	strict := numbered(redisstore.New(rdb, prefix, 16))
 	strict.WaitForReplicas(2, 50*time.Millisecond)
 	if _, err := strict.Take(ctx, shard, 10); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("take asking for 2 replicas of 1 = %v, want ErrNotReplicated", err)

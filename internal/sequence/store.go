@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
 // PostgreSQL error codes (Appendix A of the manual) after which the whole
@@ -21,13 +23,6 @@ const (
 
 // reserveAttempts bounds the retries of a transient failure.
 const reserveAttempts = 3
-
-const (
-	lockRow = `SELECT current_value, max_value, step
-		FROM sequence_numbers WHERE key_name = $1 FOR UPDATE`
-	advanceRow = `UPDATE sequence_numbers
-		SET current_value = $2, updated_at = now() WHERE key_name = $1`
-)
 
 // pgSource reserves ranges of one key of the table sequence_numbers.
 type pgSource struct {
@@ -50,21 +45,21 @@ func (s *pgSource) Reserve(ctx context.Context, want int64, exact bool) (first, 
 
 func (s *pgSource) reserveOnce(ctx context.Context, want int64, exact bool) (first, n int64, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var cur, maxValue, step int64
-		if err := tx.QueryRow(ctx, lockRow, s.key).Scan(&cur, &maxValue, &step); err != nil {
+		q := dbsqlc.New(tx)
+		row, err := q.LockSequence(ctx, s.key)
+		if err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrUnknownKey
 			}
 			return fmt.Errorf("lock row: %w", err)
 		}
-		var err error
-		if n, err = rangeSize(maxValue-cur, step, want, exact); err != nil {
+		if n, err = rangeSize(row.MaxValue-row.CurrentValue, int64(row.Step), want, exact); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, advanceRow, s.key, cur+n); err != nil {
+		if err := q.AdvanceSequence(ctx, dbsqlc.AdvanceSequenceParams{KeyName: s.key, CurrentValue: row.CurrentValue + n}); err != nil {
 			return fmt.Errorf("advance row: %w", err)
 		}
-		first = cur + 1
+		first = row.CurrentValue + 1
 		return nil
 	})
 	if err != nil {

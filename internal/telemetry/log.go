@@ -1,4 +1,6 @@
-// Package telemetry builds the daemons' logger.
+// Package telemetry is what the daemons tell operators: the JSON logger,
+// every Prometheus metric of the process with the /metrics handler, and the
+// /healthz and /readyz probes.
 package telemetry
 
 import (

@@ -1,81 +1,95 @@
 package telemetry
 
 import (
-	"net/http"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Registry holds every metric of the process; MetricsHandler serves it.
-// The metrics are package-level: each daemon is one process with one set,
-// and the hot path reaches them without plumbing.
-var Registry = prometheus.NewRegistry()
+// The metrics the daemons update on their hot paths. They are package-level,
+// so the hot path reaches them without plumbing, but belong to no registry
+// until a daemon's registry (Grabber, Flusher) takes them: each daemon serves
+// only its own.
 
-func init() {
-	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-}
+// The label values the code can produce, created at zero when the package
+// loads so that alerts and rates see every series from the start.
+var (
+	// GrabResults are the values of redpacket_grabs_total{result}.
+	GrabResults = []string{"granted", "repeat", "sold_out", "expired", "not_found", "invalid", "unavailable", "canceled"}
+	// ConflictReasons are the reasons claim_conflicts records (pgstore's
+	// recordConflicts statement).
+	ConflictReasons = []string{"unknown_packet", "wrong_envelope", "packet_refunded",
+		"user_holds_another_packet", "claimed_by_another_user", "order_no_in_use"}
+	// FinishedStatuses are the final statuses of an envelope.
+	FinishedStatuses = []string{"settled", "failed"}
+	// WebhookResults are the values of redpacket_webhook_deliveries_total{result}.
+	WebhookResults = []string{"delivered", "failed"}
+	// SequenceKeys are the id sequences the grabber reserves segments of.
+	SequenceKeys = []string{"envelope", "packet"}
+)
 
 // Grabber metrics.
 var (
-	Grabs = counterVec("redpacket_grabs_total",
-		"Grabs answered, by result: granted, repeat, sold_out, expired, not_found, invalid, unavailable.", "result")
-	GrabSeconds = histogram("redpacket_grab_duration_seconds",
-		"Time to answer a grab in the service (Redis round trips included, HTTP excluded).",
-		prometheus.ExponentialBuckets(50e-6, 2, 14))
-	SequenceFetches = counterVec("redpacket_sequence_fetches_total",
-		"Segments of ids reserved from the sequence table or a Redis counter, by key.", "key")
-	SequenceFetchSeconds = histogram("redpacket_sequence_fetch_duration_seconds",
-		"Time to reserve one segment of ids.", prometheus.ExponentialBuckets(100e-6, 2, 14))
+	Grabs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_grabs_total",
+		Help: "Grabs answered, by result: granted, repeat, sold_out, expired, not_found, invalid, unavailable, " +
+			"canceled (the caller went away before the answer)."},
+		[]string{"result"})
+	GrabSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_grab_duration_seconds",
+		Help:    "Time to answer a grab in the service (Redis round trips included, HTTP excluded).",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)})
+	SequenceFetches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_sequence_fetches_total",
+		Help: "Segments of ids reserved from the sequence table or a Redis counter, by key."}, []string{"key"})
+	SequenceFetchSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "redpacket_sequence_fetch_duration_seconds", Help: "Time to reserve one segment of ids.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14)})
 )
 
-// Flusher metrics.
+// Flusher metrics updated in the flusher's process. What settlement and
+// operators record in PostgreSQL is read from there (NewLedgerCollector).
 var (
-	PendingClaims = gaugeVec("redpacket_pending_claims",
-		"Claims waiting in a shard's queue or in flight, read every settle round.", "shard")
-	FlushBatchSize = histogram("redpacket_flush_batch_size", "Claims per batch written to PostgreSQL.",
-		prometheus.ExponentialBuckets(1, 2, 14))
-	FlushBatchSeconds = histogram("redpacket_flush_batch_duration_seconds",
-		"Time to write one batch: take, commit, ack.", prometheus.ExponentialBuckets(500e-6, 2, 14))
-	FlushLagSeconds = histogram("redpacket_flush_lag_seconds",
-		"Time from a grab to the commit that made it durable, per claim.", prometheus.ExponentialBuckets(1e-3, 2, 14))
-	FlushErrors = counter("redpacket_flush_errors_total", "Flusher rounds that failed and were retried.")
-	Conflicts   = counterVec("redpacket_claim_conflicts_total",
-		"Claims PostgreSQL contradicted, recorded in claim_conflicts, by reason.", "reason")
-	Rejected  = counter("redpacket_claims_rejected_total", "Queue entries set aside in a shard's rejected list.")
-	Suspended = counter("redpacket_envelopes_suspended_total",
-		"Envelopes suspended because Redis lost part of their state.")
-	Finished = counterVec("redpacket_envelopes_finished_total",
-		"Envelopes settled (status settled) or given up (status failed).", "status")
-	RefundedCents = counter("redpacket_refunded_cents_total", "Cents refunded to senders at settlement.")
+	PendingClaims = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "redpacket_pending_claims",
+		Help: "Claims waiting in a shard's queue or in flight, read from Redis every settle round."}, []string{"shard"})
+	FlushBatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_flush_batch_size",
+		Help: "Claims per batch written to PostgreSQL.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)})
+	FlushBatchSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "redpacket_flush_batch_duration_seconds", Help: "Time to write one batch: take, commit, ack.",
+		Buckets: prometheus.ExponentialBuckets(500e-6, 2, 14)})
+	FlushLagSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_flush_lag_seconds",
+		Help:    "Time from a grab to the commit that made it durable, per claim.",
+		Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})
+	FlushErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "redpacket_flush_errors_total",
+		Help: "Flusher rounds that failed and were retried."})
+	Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_claim_conflicts_total",
+		Help: "Claims PostgreSQL contradicted, recorded in claim_conflicts, by reason."}, []string{"reason"})
+	Rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "redpacket_claims_rejected_total",
+		Help: "Queue entries set aside in a shard's rejected list."})
+	Suspended = prometheus.NewCounter(prometheus.CounterOpts{Name: "redpacket_envelopes_suspended_total",
+		Help: "Envelopes this flusher suspended because Redis lost part of their state."})
+	WebhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_webhook_deliveries_total",
+		Help: "Webhook requests by result: delivered (answered 2xx) or failed (any other answer, or none; retried)."},
+		[]string{"result"})
+	EventsPruned = prometheus.NewCounter(prometheus.CounterOpts{Name: "redpacket_events_pruned_total",
+		Help: "Events deleted by the retention."})
 )
 
-// MetricsHandler serves the registry in the Prometheus text format.
-func MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
+func init() {
+	for _, v := range GrabResults {
+		Grabs.WithLabelValues(v)
+	}
+	for _, v := range SequenceKeys {
+		SequenceFetches.WithLabelValues(v)
+	}
+	for _, v := range ConflictReasons {
+		Conflicts.WithLabelValues(v)
+	}
+	for _, v := range WebhookResults {
+		WebhookDeliveries.WithLabelValues(v)
+	}
 }
 
-func counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	Registry.MustRegister(c)
-	return c
+func grabberCollectors() []prometheus.Collector {
+	return []prometheus.Collector{Grabs, GrabSeconds, SequenceFetches, SequenceFetchSeconds, httpRequests, httpSeconds}
 }
 
-func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	Registry.MustRegister(c)
-	return c
-}
-
-func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	Registry.MustRegister(g)
-	return g
-}
-
-func histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	Registry.MustRegister(h)
-	return h
+func flusherCollectors() []prometheus.Collector {
+	return []prometheus.Collector{PendingClaims, FlushBatchSize, FlushBatchSeconds, FlushLagSeconds, FlushErrors,
+		Conflicts, Rejected, Suspended, WebhookDeliveries, EventsPruned}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/testenv/throwaway"
 )
 
 const howToCluster = "set TEST_REDIS_CLUSTER_ADDRS to the seed nodes of a Redis Cluster " +
@@ -28,8 +30,8 @@ var clusterServer struct {
 // from the environment; otherwise a cluster of 3 masters and 3 replicas on
 // free loopback ports that this test process starts with redis-server and
 // redis-cli from PATH, once, and that goes away when the process ends (see
-// startLocalCluster). Without either the test fails, saying how to provide
-// one.
+// throwaway.StartCluster). Without either the test fails, saying how to
+// provide one.
 func RedisClusterAddrs(t testing.TB) []string {
 	t.Helper()
 	clusterServer.once.Do(func() {
@@ -44,12 +46,12 @@ func RedisClusterAddrs(t testing.TB) []string {
 				return
 			}
 		}
-		lc, err := startLocalCluster(ctx)
+		c, err := throwaway.StartCluster(ctx, throwaway.ClusterOptions{})
 		if err != nil {
-			clusterServer.err = err
+			clusterServer.err = fmt.Errorf("no cluster in the environment, and cannot start one: %w", err)
 			return
 		}
-		clusterServer.addrs = lc.addrs
+		clusterServer.addrs = c.Addrs
 	})
 	if clusterServer.err != nil {
 		t.Fatalf("testenv: no Redis Cluster: %v\n%s", clusterServer.err, howToCluster)
@@ -77,7 +79,7 @@ func RedisCluster(t testing.TB) (redis.UniversalClient, string) {
 func NewClusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: RedisClusterAddrs(t)})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	// Every master must answer, not only the first seed.
 	if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
@@ -131,4 +133,28 @@ func infoFields(info string) map[string]string {
 		}
 	}
 	return m
+}
+
+// PrivateCluster starts a Redis Cluster of this test's own (3 masters, 3
+// replicas; see throwaway.StartCluster) whose nodes the test may kill,
+// pause, restart and cut off, never the shared test cluster. It is stopped
+// and its directory removed when the test ends; the end of each node's log
+// goes to the test log if the test failed.
+func PrivateCluster(t testing.TB, opts throwaway.ClusterOptions) *throwaway.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, err := throwaway.StartCluster(ctx, opts)
+	if err != nil {
+		t.Fatalf("testenv: private Redis Cluster: %v\n%s", err, howToCluster)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("private cluster logs:%s", c.Logs(30))
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("testenv: %v", err)
+		}
+	})
+	return c
 }

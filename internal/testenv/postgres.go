@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
+	"redpacket/internal/testenv/throwaway"
 	"redpacket/migrations"
 )
 
@@ -36,16 +37,22 @@ var (
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	admin := pgServer.get(t, []string{"TEST_DATABASE_URL", "DATABASE_URL"}, startPostgres)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	tmplName, err := template(ctx, admin)
 	if err != nil {
 		t.Fatalf("testenv: make template database: %v", err)
 	}
 	name := Name("rp_t_")
-	if err := withAdmin(ctx, admin, func(c *pgx.Conn) error {
-		return cloneDatabase(ctx, c, tmplName, name)
-	}); err != nil {
+	err = withAdmin(ctx, admin, func(c *pgx.Conn) error { return cloneDatabase(ctx, c, tmplName, name) })
+	if isMissingDatabase(err) {
+		// A test process of another schema (another checkout sharing the
+		// server) dropped this template as stale: build it again.
+		if tmplName, err = rebuildTemplate(ctx, admin); err == nil {
+			err = withAdmin(ctx, admin, func(c *pgx.Conn) error { return cloneDatabase(ctx, c, tmplName, name) })
+		}
+	}
+	if err != nil {
 		t.Fatalf("testenv: create test database: %v", err)
 	}
 	t.Cleanup(func() { dropDatabase(t, admin, name) })
@@ -66,6 +73,10 @@ func Postgres(t testing.TB) (*pgxpool.Pool, string) {
 }
 
 func startPostgres(ctx context.Context) (string, error) {
+	return containerOrLocal(ctx, postgresContainer, throwaway.StartPostgres)
+}
+
+func postgresContainer(ctx context.Context) (string, error) {
 	c, err := tcpostgres.Run(ctx, "postgres:15-alpine",
 		tcpostgres.WithDatabase("postgres"),
 		tcpostgres.WithUsername("postgres"),
@@ -93,6 +104,21 @@ func template(ctx context.Context, admin string) (string, error) {
 	}
 	tmpl.done, tmpl.name, tmpl.err = true, name, err
 	return name, err
+}
+
+// rebuildTemplate forgets the template made before and makes it again.
+func rebuildTemplate(ctx context.Context, admin string) (string, error) {
+	tmpl.Lock()
+	tmpl.done = false
+	tmpl.Unlock()
+	return template(ctx, admin)
+}
+
+// isMissingDatabase reports whether err is PostgreSQL's 3D000
+// (invalid_catalog_name): the database named does not exist.
+func isMissingDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }
 
 func ensureTemplate(ctx context.Context, c *pgx.Conn, admin, name string) error {
@@ -169,7 +195,7 @@ func withAdmin(ctx context.Context, admin string, f func(*pgx.Conn) error) error
 	if err != nil {
 		return err
 	}
-	defer c.Close(context.Background())
+	defer func() { _ = c.Close(context.Background()) }()
 	return f(c)
 }
 
@@ -187,7 +213,7 @@ func withDatabase(serverURL, db string) string {
 func EmptyPostgresURL(t testing.TB) string {
 	t.Helper()
 	admin := pgServer.get(t, []string{"TEST_DATABASE_URL", "DATABASE_URL"}, startPostgres)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	name := Name("rp_e_")
 	if err := withAdmin(ctx, admin, func(c *pgx.Conn) error {

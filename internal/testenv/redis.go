@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+
+	"redpacket/internal/testenv/throwaway"
 )
 
 var redisServer server
@@ -27,7 +29,7 @@ func Redis(t testing.TB) (redis.UniversalClient, string) {
 		t.Fatalf("testenv: parse redis url: %v", err)
 	}
 	c := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("testenv: redis ping: %v\n%s", err, howTo)
@@ -65,6 +67,10 @@ func deleteScanned(ctx context.Context, c redis.Cmdable, pattern string) {
 }
 
 func startRedis(ctx context.Context) (string, error) {
+	return containerOrLocal(ctx, redisContainer, throwaway.StartRedis)
+}
+
+func redisContainer(ctx context.Context) (string, error) {
 	c, err := tcredis.Run(ctx, "redis:7")
 	if err != nil {
 		return "", fmt.Errorf("start Redis container: %w", err)

@@ -62,10 +62,11 @@ func build(t testing.TB, redisFor func(testing.TB) (redis.UniversalClient, strin
 	packetIDs := sequence.New(pool, "packet", sequence.Options{})
 	t.Cleanup(envIDs.Close)
 	t.Cleanup(packetIDs.Close)
-	orderNos := ids.NewOrderNumbers(rdb, s.Redis.Keys(), ids.OrderConfig{Now: s.Clock.Now, Floor: s.PG.MaxOrderSeq})
+	// The store numbers its grants with it, so it must outlive every grab.
+	orderNos := ids.NewOrderNumbers(s.Redis, s.PG, ids.OrderConfig{Log: zaptest.NewLogger(t)})
 	t.Cleanup(orderNos.Close)
 	s.Svc = grab.New(grab.Config{
-		PG: s.PG, Redis: s.Redis, EnvIDs: envIDs, PacketIDs: packetIDs, OrderNos: orderNos,
+		PG: s.PG, Redis: s.Redis, EnvIDs: envIDs, PacketIDs: packetIDs,
 		Shares:   ids.NewShareCodes(rdb, s.Redis.Keys(), ids.ShareConfig{Now: s.Clock.Now}),
 		ShortIDs: ids.NewShortIDs(rdb, s.Redis.Keys(), pool, ids.ShortIDConfig{}),
 		Limits:   envelope.DefaultLimits(), Now: s.Clock.Now, Log: zaptest.NewLogger(t),

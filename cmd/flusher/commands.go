@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"redpacket/migrations"
+)
+
+// command is a subcommand: `flusher <name> [flags]`, the name one word or
+// two (a group's, as "apikey create"). To add one, write its run in a file
+// of its own and add a line to commands.
+type command struct {
+	name     string
+	synopsis string // its flags, for the usage
+	about    string // what it does, for the usage; lines of at most 66 characters
+	run      func(args []string) error
+}
+
+// commands are the subcommands, in the order the usage lists them.
+var commands = []command{
+	{"migrate", "", "apply pending migrations and exit", runMigrate},
+	{"audit", auditSynopsis,
+		"check the money invariants over PostgreSQL and Redis; exit 1 on\nany violation, 2 when the audit could not run, 3 when envelopes\nare suspended (and nothing is violated)",
+		runAudit},
+	{"recover", recoverSynopsis,
+		"print what would happen to a suspended envelope and, without\n-dry-run, do it; exit 1 when it cannot be done now",
+		runRecover},
+	{"healthcheck", "",
+		"exit 0 if the flusher on FLUSHER_ADDR answers /healthz (a\ncontainer's health check), 1 if not",
+		runHealthcheck},
+	{"apikey create", apikeyCreateSynopsis, "make an API key (GRABBER_AUTH=keys) and print it, once, alone on\nstandard output", runAPIKeyCreate},
+	{"apikey list", apikeyListSynopsis, "list the API keys: names, scopes, creation and last use", runAPIKeyList},
+	{"apikey revoke", apikeyRevokeSynopsis, "revoke an API key: every grabber refuses it within seconds", runAPIKeyRevoke},
+}
+
+// errHelp ends a command that printed its usage because it was asked to.
+var errHelp = errors.New("help requested")
+
+// parseFlags reads a command's flags and refuses anything else: the flag
+// package stops at the first word that is not a flag, so in
+// `recover -envelope 7 -action refund now -dry-run` it would take "now" as
+// an argument and leave -dry-run unread. An irreversible command must never
+// run because of a typo, so any word left over is an error. It returns
+// errHelp after printing the usage for -h, and an exit status 2 (with the
+// usage on standard error) for anything it refuses.
+func parseFlags(fs *flag.FlagSet, synopsis string, args []string) error {
+	fs.SetOutput(io.Discard)
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, strings.TrimSpace("usage: flusher "+fs.Name()+" "+synopsis))
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(os.Stdout)
+		return errHelp
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "flusher %s: %v\n", fs.Name(), err)
+	case fs.NArg() > 0:
+		fmt.Fprintf(os.Stderr, "flusher %s: unexpected argument %q (flags go before anything else, and %s takes nothing else)\n",
+			fs.Name(), fs.Arg(0), fs.Name())
+	default:
+		return nil
+	}
+	usage(os.Stderr)
+	return errUsage
+}
+
+func runMigrate(args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := parseFlags(fs, "", args); err != nil {
+		return helpIsDone(err)
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	if err := migrations.Up(cfg.DatabaseURL); err != nil {
+		return err
+	}
+	log.Info("schema is up to date", zap.Int("version", migrations.Version))
+	return nil
+}
+
+// helpIsDone turns errHelp into success: the usage asked for is printed.
+func helpIsDone(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,177 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/db/dbsqlc"
+	"redpacket/internal/envelope"
+	"redpacket/internal/redisstore"
+)
+
+// A settled envelope keeps its claims hash in Redis for SETTLED_KEY_TTL, so
+// repeat grabs are answered from it. Settlement refunded what PostgreSQL did
+// not hold as claimed, so each claim Redis still answers must be one
+// PostgreSQL paid, and the other way round: a claim only Redis holds was
+// answered to its user (and will be again, as a repeat) but refunded; one
+// only PostgreSQL holds was lost by Redis. Either is a CheckRedisClaims
+// violation.
+
+// heldClaim is one user's claim of an envelope, as either side holds it.
+type heldClaim struct {
+	Packet  int64
+	Amount  int64
+	OrderNo string // "" when PostgreSQL holds none (applied without it)
+}
+
+// claimsScanCount is how many fields one HSCAN returns at most, so reading a
+// big envelope's claims never holds Redis for long.
+const claimsScanCount = 1000
+
+// checkSettledClaims compares, for the settled envelopes of a page whose
+// claims Redis still holds, those claims with PostgreSQL's. PostgreSQL is
+// read after Redis: a settled envelope's claims no longer change on either
+// side.
+func checkSettledClaims(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient, keys redisstore.Keys, rows []envelopeRow) (map[int64]Violation, error) {
+	var settled []int64
+	for _, r := range rows {
+		if r.Status == envelope.StatusSettled {
+			settled = append(settled, r.ID)
+		}
+	}
+	held, err := redisClaims(ctx, rdb, keys, settled)
+	if err != nil || len(held) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	paid, err := pgClaims(ctx, pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]Violation{}
+	for _, id := range ids {
+		if detail := compareClaims(held[id], paid[id]); detail != "" {
+			out[id] = Violation{EnvelopeID: id, Check: CheckRedisClaims, Detail: detail}
+		}
+	}
+	return out, nil
+}
+
+// redisClaims reads the claims hashes of the envelopes that still have one.
+func redisClaims(ctx context.Context, rdb redis.UniversalClient, keys redisstore.Keys, ids []int64) (map[int64]map[string]heldClaim, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := rdb.Pipeline()
+	lens := make([]*redis.IntCmd, len(ids))
+	for i, id := range ids {
+		lens[i] = pipe.HLen(ctx, keys.Claims(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrap("count the claims redis holds of settled envelopes", err)
+	}
+	out := map[int64]map[string]heldClaim{}
+	for i, id := range ids {
+		if lens[i].Val() == 0 {
+			continue // expired (SETTLED_KEY_TTL) or forgotten: nothing to compare
+		}
+		claims := map[string]heldClaim{}
+		var cursor uint64
+		for {
+			kv, next, err := rdb.HScan(ctx, keys.Claims(id), cursor, "", claimsScanCount).Result()
+			if err != nil {
+				return nil, wrap(fmt.Sprintf("read the claims redis holds of envelope %d", id), err)
+			}
+			for j := 0; j+1 < len(kv); j += 2 {
+				claims[kv[j]] = parseHeld(kv[j+1])
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		out[id] = claims
+	}
+	return out, nil
+}
+
+// parseHeld reads "<packet>:<amount>:<grabbed_ms>:<order_no>"; a claim that
+// does not parse compares unequal to any PostgreSQL holds.
+func parseHeld(raw string) heldClaim {
+	f := strings.SplitN(raw, ":", 4)
+	if len(f) != 4 {
+		return heldClaim{Packet: -1}
+	}
+	packet, err1 := strconv.ParseInt(f[0], 10, 64)
+	amount, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return heldClaim{Packet: -1}
+	}
+	return heldClaim{Packet: packet, Amount: amount, OrderNo: f[3]}
+}
+
+// pgClaims reads PostgreSQL's claims of the envelopes (SettledClaims).
+func pgClaims(ctx context.Context, pool *pgxpool.Pool, ids []int64) (map[int64]map[string]heldClaim, error) {
+	rows, err := dbsqlc.New(pool).SettledClaims(ctx, ids)
+	if err != nil {
+		return nil, wrap("read the claims of settled envelopes", err)
+	}
+	out := map[int64]map[string]heldClaim{}
+	for _, r := range rows {
+		if out[r.EnvelopeID] == nil {
+			out[r.EnvelopeID] = map[string]heldClaim{}
+		}
+		out[r.EnvelopeID][r.UserID] = heldClaim{Packet: r.PacketID, Amount: r.AmountCents, OrderNo: r.OrderNo}
+	}
+	return out, nil
+}
+
+// compareClaims describes how the claims Redis holds differ from those
+// PostgreSQL paid, or returns "". An order number PostgreSQL does not hold
+// (a claim applied without it) is not compared: that is a claim conflict,
+// reported as such.
+func compareClaims(redisHeld, pgPaid map[string]heldClaim) string {
+	var onlyRedis, onlyPG, differ []string
+	for user, r := range redisHeld {
+		p, ok := pgPaid[user]
+		switch {
+		case !ok:
+			onlyRedis = append(onlyRedis, fmt.Sprintf("%q packet %d", user, r.Packet))
+		case r.Packet != p.Packet || r.Amount != p.Amount || p.OrderNo != "" && r.OrderNo != p.OrderNo:
+			differ = append(differ, fmt.Sprintf("%q: redis packet %d (%d cents, order %s), postgres packet %d (%d cents, order %s)",
+				user, r.Packet, r.Amount, r.OrderNo, p.Packet, p.Amount, p.OrderNo))
+		}
+	}
+	for user, p := range pgPaid {
+		if _, ok := redisHeld[user]; !ok {
+			onlyPG = append(onlyPG, fmt.Sprintf("%q packet %d", user, p.Packet))
+		}
+	}
+	if len(onlyRedis)+len(onlyPG)+len(differ) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, g := range []struct {
+		what  string
+		users []string
+	}{
+		{"answered by redis, not paid by postgres (refunded)", onlyRedis},
+		{"paid by postgres, unknown to redis", onlyPG},
+		{"held differently", differ},
+	} {
+		if len(g.users) > 0 {
+			slices.Sort(g.users)
+			parts = append(parts, fmt.Sprintf("%d %s, e.g. %s", len(g.users), g.what, g.users[0]))
+		}
+	}
+	return "settled, but its claims in redis and postgres differ: " + strings.Join(parts, "; ")
+}

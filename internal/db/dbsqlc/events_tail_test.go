@@ -1,0 +1,63 @@
+package dbsqlc_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// eventsTail is how every statement that writes events ends: after its CTE
+// new_events (kind, at, ref for the order; type, envelope_id, packet_id,
+// data), take the ids with take_event_ids, under its lock, and insert.
+const eventsTail = `
+, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+, event_rows AS (
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    FROM new_events n CROSS JOIN event_base b
+    RETURNING id
+)`
+
+var queryName = regexp.MustCompile(`(?m)^-- name: (\w+)`)
+
+// TestEventsTailIsTheSameEverywhere keeps one way of writing events: every
+// query with a CTE new_events ends it with eventsTail, word for word, and no
+// query takes event ids otherwise.
+func TestEventsTailIsTheSameEverywhere(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join(root, "internal/db/query/*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no queries found: %v", err)
+	}
+	writers := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(src)
+		starts := queryName.FindAllStringSubmatchIndex(text, -1)
+		for i, m := range starts {
+			end := len(text)
+			if i+1 < len(starts) {
+				end = starts[i+1][0]
+			}
+			name, q := text[m[2]:m[3]], text[m[0]:end]
+			writes := strings.Contains(q, "new_events AS (")
+			if writes {
+				writers++
+				if strings.Count(q, eventsTail) != 1 {
+					t.Errorf("%s (%s) writes events but does not end them with the shared tail", name, filepath.Base(f))
+				}
+			}
+			if !writes && (strings.Contains(q, "take_event_ids") || strings.Contains(q, "INSERT INTO events")) {
+				t.Errorf("%s (%s) writes events without a new_events CTE and the shared tail", name, filepath.Base(f))
+			}
+		}
+	}
+	if writers < 6 {
+		t.Errorf("%d queries write events, want at least 6 (claims, sold out, settled, suspended, recovered)", writers)
+	}
+}

@@ -1,0 +1,76 @@
+-- name: AuditPage :many
+-- AuditPage is a page of every envelope, keyset-paginated by id, and for
+-- each the aggregate of its packets, in one statement: the envelope row and
+-- its aggregate are one snapshot and agree with each other even while the
+-- flusher writes; different pages may see different moments, which is
+-- harmless because every check is about one envelope. AuditPageSince differs
+-- only in which envelopes make the page: the aggregate must stay the same in
+-- both (internal/audit/query.go explains the plan; a test keeps it).
+WITH page AS MATERIALIZED (
+    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at FROM envelopes v
+    WHERE v.id > @after ORDER BY v.id LIMIT @max_rows
+)
+SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
+       (e.settled_at IS NOT NULL)::boolean AS has_settled_at,
+       a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
+       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice
+FROM page e
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n,
+           coalesce(sum(p.amount_cents), 0)::bigint AS cents,
+           count(p.claimed_by) AS claimed_n,
+           coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
+           count(p.refunded_at) AS refunded_n,
+           coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
+           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
+           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice
+    FROM packets p
+    WHERE p.envelope_id = e.id
+) a
+ORDER BY e.id;
+
+-- name: AuditPageSince :many
+-- AuditPageSince is a page of the envelopes created at or after since plus
+-- every one not in a final state. The status list is spelled as in the
+-- predicate of envelopes_unsettled_idx so the planner can use that index; it
+-- must name every status except the final ones (settled, failed).
+WITH page AS MATERIALIZED (
+    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at FROM envelopes v
+    WHERE v.id > @after
+      AND (v.created_at >= @since OR v.status IN ('loading', 'open', 'sold_out', 'expired', 'suspended'))
+    ORDER BY v.id LIMIT @max_rows
+)
+SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
+       (e.settled_at IS NOT NULL)::boolean AS has_settled_at,
+       a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
+       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice
+FROM page e
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n,
+           coalesce(sum(p.amount_cents), 0)::bigint AS cents,
+           count(p.claimed_by) AS claimed_n,
+           coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
+           count(p.refunded_at) AS refunded_n,
+           coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
+           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
+           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice
+    FROM packets p
+    WHERE p.envelope_id = e.id
+) a
+ORDER BY e.id;
+
+-- name: AuditConflicts :many
+-- AuditConflicts lists the claims the flusher could not apply, found at or
+-- after since. claim_conflicts is small (every row is an incident), so it is
+-- read whole, without paging.
+SELECT envelope_id, packet_id, user_id, reason, claimed_at, found_at
+FROM claim_conflicts WHERE found_at >= @since ORDER BY id;
+
+-- name: SettledClaims :many
+-- SettledClaims reads the claims PostgreSQL holds for the envelopes, by
+-- envelope and user: through packets_envelope_user_key, one index range per
+-- envelope. An order number it does not hold reads as "".
+SELECT envelope_id, claimed_by::text AS user_id, id AS packet_id, amount_cents,
+       coalesce(order_no, '')::text AS order_no
+FROM packets
+WHERE envelope_id = ANY(@envelope_ids::bigint[]) AND claimed_by IS NOT NULL;

@@ -1,0 +1,154 @@
+-- name: DisableSeqScan :exec
+-- DisableSeqScan keeps the planner off sequential scans for the rest of the
+-- transaction. Each claim touches one packet, found by primary key.
+-- Statistics taken while packets was small (a new deployment) made the
+-- planner expect almost no unclaimed packets and scan them all once per claim
+-- instead: a batch took tens of seconds, not milliseconds. No plan for the
+-- claim statements should scan packets.
+SET LOCAL enable_seqscan = off;
+
+-- name: ApplyClaims :many
+-- ApplyClaims marks packets claimed and keeps envelopes.claimed_cents in
+-- step, in one statement, trusting the batch: it has no guard against an
+-- order number already in use or a user already holding a packet of the
+-- envelope (see ApplyClaimsGuarded, which is this statement with the guards).
+-- Such a batch, which only a Redis that lost state produces, is refused as a
+-- whole by the unique indexes, and the caller sends it again, guarded: each
+-- guard costs an index probe per claim, about a fifth of the statement.
+--
+-- It is idempotent: a packet already claimed (by the same user, from an
+-- earlier attempt of this batch, or by anyone else) is left alone. An
+-- envelope whose claimed cents reach its total is sold out: every packet is
+-- at least 1 cent, so that happens exactly when all are claimed.
+--
+-- The same statement writes the events of what it changed: one
+-- packet.claimed per packet it claimed (the applied rows, so a replay of a
+-- committed batch writes none; the event names the packet, whose row holds
+-- the claim) and one envelope.sold_out per envelope it made sold out, in
+-- grab order. It returns one row per envelope it changed: the claims applied
+-- (n), those applied without their order number (no_order), and whether it
+-- is now sold out.
+WITH input AS (
+    SELECT envelope_id, packet_id, user_id, claimed_at, nullif(order_no, '') AS order_no
+    FROM ROWS FROM (unnest(@envelope_ids::bigint[]), unnest(@packet_ids::bigint[]), unnest(@user_ids::text[]),
+                    unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]))
+        AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
+), applied AS (
+    UPDATE packets p
+    SET claimed_by = i.user_id, claimed_at = i.claimed_at, order_no = i.order_no
+    FROM input i
+    WHERE p.id = i.packet_id
+      -- Wrapped so no index can serve it: the packet must be found by its
+      -- id, one claim at a time, whatever the statistics say about how
+      -- many packets are unclaimed.
+      AND (p.envelope_id = i.envelope_id AND p.claimed_by IS NULL AND p.refunded_at IS NULL) IS TRUE
+    RETURNING p.id, p.envelope_id, p.amount_cents, p.claimed_at, p.order_no
+), totals AS (
+    SELECT envelope_id, sum(amount_cents)::bigint AS cents, count(*) AS n,
+           count(*) FILTER (WHERE order_no IS NULL) AS no_order
+    FROM applied GROUP BY envelope_id
+), changed AS (
+    UPDATE envelopes e
+    SET claimed_cents = e.claimed_cents + t.cents,
+        status = CASE WHEN e.status = 'open' AND e.claimed_cents + t.cents = e.total_cents
+                      THEN 'sold_out' ELSE e.status END
+    FROM totals t
+    WHERE e.id = t.envelope_id
+    RETURNING e.id, e.total_cents, e.count, t.n, t.no_order,
+              (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
+), new_events AS (
+    SELECT 1 AS kind, a.claimed_at AS at, a.id AS ref, 'packet.claimed'::event_type AS type, a.envelope_id,
+           a.id AS packet_id, NULL::jsonb AS data
+    FROM applied a
+    UNION ALL
+    SELECT 2, now(), c.id, 'envelope.sold_out'::event_type, c.id, NULL,
+           jsonb_build_object('envelope_id', c.id, 'count', c.count, 'total_cents', c.total_cents)
+    FROM changed c WHERE c.sold_out
+)
+, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+, event_rows AS (
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    FROM new_events n CROSS JOIN event_base b
+    RETURNING id
+)
+SELECT id, n, no_order, sold_out FROM changed;
+
+-- name: ApplyClaimsGuarded :many
+-- ApplyClaimsGuarded is ApplyClaims with its two guards: an order number
+-- some other packet already carries (possible only if Redis lost its day
+-- counter) is not written, the claim still counts, its order_no stays NULL
+-- and RecordConflicts reports it; a claim by a user who already holds a
+-- packet of the envelope is left alone.
+WITH input AS (
+    SELECT envelope_id, packet_id, user_id, claimed_at, nullif(order_no, '') AS order_no
+    FROM ROWS FROM (unnest(@envelope_ids::bigint[]), unnest(@packet_ids::bigint[]), unnest(@user_ids::text[]),
+                    unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]))
+        AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
+), applied AS (
+    UPDATE packets p
+    SET claimed_by = i.user_id, claimed_at = i.claimed_at,
+        order_no = CASE WHEN EXISTS (SELECT 1 FROM packets o WHERE o.order_no = i.order_no)
+                        THEN NULL ELSE i.order_no END
+    FROM input i
+    WHERE p.id = i.packet_id
+      AND (p.envelope_id = i.envelope_id AND p.claimed_by IS NULL AND p.refunded_at IS NULL) IS TRUE
+      AND NOT EXISTS (SELECT 1 FROM packets q
+                      WHERE q.envelope_id = i.envelope_id AND q.claimed_by = i.user_id)
+    RETURNING p.id, p.envelope_id, p.amount_cents, p.claimed_at, p.order_no
+), totals AS (
+    SELECT envelope_id, sum(amount_cents)::bigint AS cents, count(*) AS n,
+           count(*) FILTER (WHERE order_no IS NULL) AS no_order
+    FROM applied GROUP BY envelope_id
+), changed AS (
+    UPDATE envelopes e
+    SET claimed_cents = e.claimed_cents + t.cents,
+        status = CASE WHEN e.status = 'open' AND e.claimed_cents + t.cents = e.total_cents
+                      THEN 'sold_out' ELSE e.status END
+    FROM totals t
+    WHERE e.id = t.envelope_id
+    RETURNING e.id, e.total_cents, e.count, t.n, t.no_order,
+              (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
+), new_events AS (
+    SELECT 1 AS kind, a.claimed_at AS at, a.id AS ref, 'packet.claimed'::event_type AS type, a.envelope_id,
+           a.id AS packet_id, NULL::jsonb AS data
+    FROM applied a
+    UNION ALL
+    SELECT 2, now(), c.id, 'envelope.sold_out'::event_type, c.id, NULL,
+           jsonb_build_object('envelope_id', c.id, 'count', c.count, 'total_cents', c.total_cents)
+    FROM changed c WHERE c.sold_out
+)
+, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+, event_rows AS (
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    FROM new_events n CROSS JOIN event_base b
+    RETURNING id
+)
+SELECT id, n, no_order, sold_out FROM changed;
+
+-- name: RecordConflicts :many
+-- RecordConflicts stores, once, every claim of a batch that PostgreSQL does
+-- not now show as held by that user under that order number. Run after
+-- ApplyClaims in the same transaction, it finds exactly the claims that were
+-- not applied (or applied without their order number) and are not replays of
+-- ones applied before. A conflict recorded before (the batch replayed after a
+-- crash) is returned too, marked not new, so the flusher acts on it again
+-- whatever it did not finish the first time; the no-op update is what makes
+-- it returned.
+INSERT INTO claim_conflicts (envelope_id, packet_id, user_id, claimed_at, reason)
+SELECT i.envelope_id, i.packet_id, i.user_id, i.claimed_at,
+       CASE WHEN p.id IS NULL THEN 'unknown_packet'
+            WHEN p.envelope_id <> i.envelope_id THEN 'wrong_envelope'
+            WHEN p.refunded_at IS NOT NULL THEN 'packet_refunded'
+            WHEN p.claimed_by IS NULL THEN 'user_holds_another_packet'
+            WHEN p.claimed_by <> i.user_id THEN 'claimed_by_another_user'
+            ELSE 'order_no_in_use' END
+FROM ROWS FROM (unnest(@envelope_ids::bigint[]), unnest(@packet_ids::bigint[]), unnest(@user_ids::text[]),
+                unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]))
+    AS i(envelope_id, packet_id, user_id, claimed_at, order_no)
+LEFT JOIN packets p ON p.id = i.packet_id
+WHERE p.id IS NULL OR p.envelope_id <> i.envelope_id OR p.claimed_by IS DISTINCT FROM i.user_id
+   OR p.order_no IS DISTINCT FROM nullif(i.order_no, '')
+ON CONFLICT (envelope_id, packet_id, user_id) DO UPDATE SET reason = claim_conflicts.reason
+RETURNING envelope_id, packet_id, user_id, claimed_at, reason, xmax = 0 AS new;

@@ -1,0 +1,119 @@
+-- name: MarkExpired :exec
+-- MarkExpired records that an open envelope was closed; it waits for its
+-- last claims before it is settled.
+UPDATE envelopes SET status = 'expired' WHERE id = @id AND status = 'open';
+
+-- name: LockForSettlement :one
+-- LockForSettlement locks an envelope's row for its settlement.
+SELECT status, total_cents, claimed_cents FROM envelopes WHERE id = @id FOR UPDATE;
+
+-- name: RefundUnclaimed :execrows
+-- RefundUnclaimed marks an envelope's unclaimed packets refunded.
+UPDATE packets SET refunded_at = @refunded_at::timestamptz
+WHERE envelope_id = @envelope_id AND claimed_by IS NULL AND refunded_at IS NULL;
+
+-- name: PacketSums :one
+-- PacketSums adds up an envelope's claimed and refunded packets.
+SELECT coalesce(sum(amount_cents) FILTER (WHERE claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
+       coalesce(sum(amount_cents) FILTER (WHERE refunded_at IS NOT NULL), 0)::bigint AS refunded_cents
+FROM packets WHERE envelope_id = @envelope_id;
+
+-- name: RecordSettlement :one
+-- RecordSettlement records a settlement (status settled or failed) and its
+-- envelope.settled event, and returns how many envelopes it changed.
+WITH changed AS (
+    UPDATE envelopes e SET status = @status, refunded_cents = @refunded_cents, settled_at = @settled_at::timestamptz
+    WHERE e.id = @id
+    RETURNING e.id, e.sender_id, e.status, e.total_cents, e.claimed_cents, e.refunded_cents, e.settled_at
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, 'envelope.settled'::event_type AS type, id AS envelope_id,
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'sender_id', sender_id, 'status', status,
+               'total_cents', total_cents, 'claimed_cents', claimed_cents, 'refunded_cents', refunded_cents,
+               'settled_at', to_char(settled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS data
+    FROM changed
+)
+, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+, event_rows AS (
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    FROM new_events n CROSS JOIN event_base b
+    RETURNING id
+)
+SELECT count(*) FROM changed;
+
+-- name: Suspend :one
+-- Suspend marks an envelope suspended and writes its envelope.suspended
+-- event, only if it was loading, open or expired; it returns how many
+-- envelopes it changed.
+WITH changed AS (
+    UPDATE envelopes e SET status = 'suspended', suspended_at = @suspended_at::timestamptz, suspend_reason = @reason::text
+    WHERE e.id = @id AND e.status IN ('loading', 'open', 'expired')
+    RETURNING e.id, e.suspend_reason, e.suspended_at
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, 'envelope.suspended'::event_type AS type, id AS envelope_id,
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'reason', suspend_reason,
+               'suspended_at', to_char(suspended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS data
+    FROM changed
+)
+, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+, event_rows AS (
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    FROM new_events n CROSS JOIN event_base b
+    RETURNING id
+)
+SELECT count(*) FROM changed;
+
+-- name: Reopen :one
+-- Reopen moves a suspended envelope back to open or sold out and writes
+-- envelope.recovered, and envelope.sold_out when that is its new status (its
+-- last packet was claimed while it was suspended, when no sold_out event
+-- could be written). No row when it was not suspended.
+WITH changed AS (
+    UPDATE envelopes e
+    SET status = CASE WHEN e.claimed_cents = e.total_cents THEN 'sold_out' ELSE 'open' END,
+        suspended_at = NULL, suspend_reason = NULL
+    WHERE e.id = @id AND e.status = 'suspended'
+    RETURNING e.id, e.status, e.count, e.total_cents
+), new_events AS (
+    SELECT 1 AS kind, now() AS at, id AS ref, 'envelope.recovered'::event_type AS type, id AS envelope_id,
+           NULL::bigint AS packet_id, jsonb_build_object('envelope_id', id, 'action', 'reload', 'status', status) AS data
+    FROM changed
+    UNION ALL
+    SELECT 2, now(), id, 'envelope.sold_out'::event_type, id, NULL,
+           jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents)
+    FROM changed WHERE status = 'sold_out'
+)
+, event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
+, event_rows AS (
+    INSERT INTO events (id, type, envelope_id, packet_id, data)
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    FROM new_events n CROSS JOIN event_base b
+    RETURNING id
+)
+SELECT status FROM changed;
+
+-- name: HeldClaims :many
+-- HeldClaims lists an envelope's claimed packets.
+SELECT claimed_by::text AS user_id, id AS packet_id, amount_cents, claimed_at::timestamptz AS claimed_at,
+       coalesce(order_no, '')::text AS order_no
+FROM packets WHERE envelope_id = @envelope_id AND claimed_by IS NOT NULL
+ORDER BY id;
+
+-- name: UserClaim :one
+-- UserClaim reads the packet a user holds in an envelope.
+SELECT claimed_by::text AS user_id, id AS packet_id, amount_cents, claimed_at::timestamptz AS claimed_at,
+       coalesce(order_no, '')::text AS order_no
+FROM packets WHERE envelope_id = @envelope_id AND claimed_by = @user_id::text;
+
+-- name: Epochs :many
+-- Epochs lists the token recorded for each shard.
+SELECT shard, epoch FROM redis_epochs;
+
+-- name: SetEpoch :execrows
+-- SetEpoch records a shard's token, replacing only the one the caller read
+-- (was; an empty string for none yet): two flushers that both found a
+-- shard's data lost agree on one new token.
+INSERT INTO redis_epochs (shard, epoch) VALUES (@shard, @epoch)
+ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch, updated_at = now()
+WHERE redis_epochs.epoch = @was::text;

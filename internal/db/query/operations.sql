@@ -1,0 +1,38 @@
+-- What the flushers export as metrics but several processes change (see
+-- migration 000006): settlement totals, the last audit, the envelopes
+-- suspended now and the webhook backlog.
+
+-- name: AddSettlementTotals :exec
+-- AddSettlementTotals counts one settlement (status settled or failed) and
+-- its money, in the settling transaction.
+INSERT INTO settlement_totals AS t (status, envelopes, claimed_cents, refunded_cents)
+VALUES (@status, 1, @claimed_cents, @refunded_cents)
+ON CONFLICT (status) DO UPDATE SET envelopes = t.envelopes + 1,
+    claimed_cents = t.claimed_cents + excluded.claimed_cents,
+    refunded_cents = t.refunded_cents + excluded.refunded_cents;
+
+-- name: SettlementTotals :many
+-- SettlementTotals reads the totals of every final status.
+SELECT status, envelopes, claimed_cents, refunded_cents FROM settlement_totals;
+
+-- name: CountSuspended :one
+-- CountSuspended counts the envelopes suspended now (the partial index of
+-- unfinished envelopes covers them).
+SELECT count(*) FROM envelopes WHERE status = 'suspended';
+
+-- name: LastAudit :one
+-- LastAudit reads the outcome of the last `flusher audit`.
+SELECT finished_at, violations FROM audit_last_run;
+
+-- name: RecordAudit :exec
+-- RecordAudit replaces the outcome of the last `flusher audit`.
+INSERT INTO audit_last_run (only_row, finished_at, violations, suspended, envelopes, all_envelopes)
+VALUES (true, @finished_at::timestamptz, @violations, @suspended, @envelopes, @all_envelopes)
+ON CONFLICT (only_row) DO UPDATE SET finished_at = excluded.finished_at, violations = excluded.violations,
+    suspended = excluded.suspended, envelopes = excluded.envelopes, all_envelopes = excluded.all_envelopes;
+
+-- name: CountUndeliveredEvents :one
+-- CountUndeliveredEvents counts the events no webhook receiver accepted yet,
+-- up to a cap: while a receiver is down the backlog can hold millions, and a
+-- scrape must stay cheap.
+SELECT count(*) FROM (SELECT 1 FROM events WHERE delivered_at IS NULL LIMIT @cap) AS pending;

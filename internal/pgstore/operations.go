@@ -1,0 +1,45 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"redpacket/internal/telemetry"
+)
+
+// webhookPendingCap bounds the count of undelivered events: while a receiver
+// is down the backlog can hold millions, and a scrape must stay cheap.
+const webhookPendingCap = 100000
+
+// Ledger reads what the flushers export from PostgreSQL: settlement totals,
+// the envelopes suspended now, the last audit and, with webhooks, the
+// undelivered events. Every query is served by an index or a tiny table.
+func (s *Store) Ledger(ctx context.Context, webhooks bool) (telemetry.Ledger, error) {
+	l := telemetry.Ledger{Finished: map[string]telemetry.Finished{}}
+	totals, err := s.q.SettlementTotals(ctx)
+	if err != nil {
+		return l, fmt.Errorf("read settlement totals: %w", err)
+	}
+	for _, t := range totals {
+		l.Finished[t.Status] = telemetry.Finished{Envelopes: t.Envelopes, ClaimedCents: t.ClaimedCents, RefundedCents: t.RefundedCents}
+	}
+	if l.Suspended, err = s.q.CountSuspended(ctx); err != nil {
+		return l, fmt.Errorf("count suspended envelopes: %w", err)
+	}
+	last, err := s.q.LastAudit(ctx)
+	switch {
+	case err == nil:
+		l.Audit.FinishedAt, l.Audit.Violations = last.FinishedAt, int64(last.Violations)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return l, fmt.Errorf("read the last audit: %w", err)
+	}
+	if webhooks {
+		if l.WebhookPending, err = s.q.CountUndeliveredEvents(ctx, webhookPendingCap); err != nil {
+			return l, fmt.Errorf("count undelivered events: %w", err)
+		}
+	}
+	return l, nil
+}
