@@ -1,5 +1,5 @@
 # Common tasks. The tests need PostgreSQL and Redis: see the README.
-.PHONY: build test stress vet dev sqlc run-grabber run-flusher migrate fuzz bench
+.PHONY: build test stress vet lint dev sqlc run-grabber run-flusher migrate fuzz bench
 
 BIN := bin
 
@@ -21,6 +21,11 @@ stress:
 
 vet:
 	gofmt -l . | (! grep .) && go vet ./...
+
+# golangci-lint v2 with .golangci.yml (errcheck, govet, ineffassign,
+# staticcheck, unused); CI runs it and fails on any finding.
+lint:
+	bash .ci/lint
 
 # The whole service on this machine, without Docker: DATABASE_URL and
 # REDIS_URL if set, otherwise throwaway PostgreSQL and Redis servers; the

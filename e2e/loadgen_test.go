@@ -64,8 +64,8 @@ func runLoadgen(t *testing.T, args ...string) (int, []byte, string) {
 		return 0, stdout.Bytes(), stderr.String()
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("loadgen still running after a minute; stderr:\n%s", stderr.String())
+		killed := <-done
+		t.Fatalf("loadgen still running after a minute (killed: %v); stderr:\n%s", killed, stderr.String())
 		return 0, nil, ""
 	}
 }

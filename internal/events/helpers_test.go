@@ -77,15 +77,6 @@ func (d db) count(t testing.TB, query string, args ...any) int {
 	return n
 }
 
-func (d db) lastEventID(t testing.TB) int64 {
-	t.Helper()
-	var id int64
-	if err := d.pool.QueryRow(ctxT(t), `SELECT coalesce(max(id), 0) FROM events`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
 // waitFor polls cond every 20 ms until it holds or d passes.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()

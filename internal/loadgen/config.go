@@ -102,7 +102,7 @@ func (c Config) validate() error {
 	check(c.FlushTimeout > 0, "-flush-timeout must be positive")
 	check(c.PGPoll > 0, "-pg-poll must be positive")
 	check(c.MaxErrors >= 0 && c.MaxErrors <= 1, "-max-errors must be in [0, 1]")
-	check(!(c.Noop && c.DatabaseURL != ""), "-noop and -database-url exclude each other: the no-op server writes nothing")
+	check(!c.Noop || c.DatabaseURL == "", "-noop and -database-url exclude each other: the no-op server writes nothing")
 	return errors.Join(errs...)
 }
 

@@ -71,7 +71,10 @@ func (f *fakeAPI) grab(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var id int64
-	fmt.Sscan(r.PathValue("id"), &id)
+	if _, err := fmt.Sscan(r.PathValue("id"), &id); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.grabs++
