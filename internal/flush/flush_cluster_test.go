@@ -12,30 +12,11 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"redpacket/internal/grab"
-	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
 
 // grabbedOnEveryShard creates envelopes until every shard has one and grabs
 // n packets of each; it returns the envelopes and their answered claims.
-func grabbedOnEveryShard(t *testing.T, s *stack.Stack, n int) ([]grab.Envelope, []map[string]redisstore.Claim) {
-	t.Helper()
-	k := s.Redis.Keys()
-	covered := map[int]bool{}
-	var es []grab.Envelope
-	var claims []map[string]redisstore.Claim
-	for tries := 0; len(covered) < k.Shards(); tries++ {
-		if tries == 4*k.Shards() {
-			t.Fatalf("%d envelopes cover only shards %v", tries, covered)
-		}
-		e, c := grabbed(t, s, n+2, n)
-		covered[k.Shard(e.ID)] = true
-		es, claims = append(es, e), append(claims, c)
-	}
-	return es, claims
-}
-
 // The flusher drains every shard of a Redis Cluster: Pending sees each
 // shard's queue (one pipeline over every slot), batches are taken, written
 // and acknowledged on the master of each shard, and PostgreSQL ends up with
@@ -44,7 +25,7 @@ func TestClusterFlusherDrainsEveryShard(t *testing.T) {
 	t.Parallel()
 	s := stack.NewCluster(t)
 	ctx := context.Background()
-	es, claims := grabbedOnEveryShard(t, s, 5)
+	es, claims := s.GrabbedOnEveryShard(t, 5)
 
 	k := s.Redis.Keys()
 	want := make([]int64, k.Shards())
@@ -83,7 +64,7 @@ func TestClusterFlusherDrainsEveryShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, e := range es {
-		assertDurable(t, s, e.ID, claims[i])
+		s.AssertDurable(t, e.ID, claims[i])
 	}
 }
 
@@ -93,7 +74,7 @@ func TestClusterFlusherDrainsEveryShard(t *testing.T) {
 func TestClusterRunFlushesEveryShard(t *testing.T) {
 	t.Parallel()
 	s := stack.NewCluster(t)
-	es, claims := grabbedOnEveryShard(t, s, 3)
+	es, claims := s.GrabbedOnEveryShard(t, 3)
 	total := 0
 	for _, c := range claims {
 		total += len(c)
@@ -109,8 +90,7 @@ func TestClusterRunFlushesEveryShard(t *testing.T) {
 	go func() { done <- f.Run(ctx) }()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		var n int
-		_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL`).Scan(&n)
+		n := s.ClaimedInPG(t)
 		if n == total {
 			break
 		}
@@ -129,7 +109,7 @@ func TestClusterRunFlushesEveryShard(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 	for i, e := range es {
-		assertDurable(t, s, e.ID, claims[i])
+		s.AssertDurable(t, e.ID, claims[i])
 	}
 	for _, entry := range logs.FilterLevelExact(zap.ErrorLevel).All() {
 		t.Errorf("flusher logged an error: %s %v", entry.Message, entry.ContextMap())

@@ -13,80 +13,10 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
 	"redpacket/internal/pgstore"
-	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
 
 var errCrash = errors.New("simulated crash")
-
-// grabbed creates an envelope and grabs n packets of it by distinct users; it
-// returns the envelope and the claims answered.
-func grabbed(t *testing.T, s *stack.Stack, count, n int) (grab.Envelope, map[string]redisstore.Claim) {
-	t.Helper()
-	ctx := context.Background()
-	e, err := s.Svc.Create(ctx, envelope.CreateRequest{SenderID: "s", TotalCents: int64(count) * 100, Count: int64(count)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims := map[string]redisstore.Claim{}
-	for i := range n {
-		u := fmt.Sprintf("u%d", i)
-		c, err := s.Svc.Grab(ctx, e.ID, u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claims[u] = c
-	}
-	return e, claims
-}
-
-// assertDurable checks that PostgreSQL holds exactly the answered claims,
-// that claimed_cents counts each once, and that Redis has nothing pending.
-func assertDurable(t *testing.T, s *stack.Stack, id int64, want map[string]redisstore.Claim) {
-	t.Helper()
-	ctx := context.Background()
-	rows, err := s.Pool.Query(ctx, `SELECT claimed_by, id, amount_cents FROM packets
-		WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][2]int64{}
-	for rows.Next() {
-		var u string
-		var p, a int64
-		if err := rows.Scan(&u, &p, &a); err != nil {
-			t.Fatal(err)
-		}
-		got[u] = [2]int64{p, a}
-	}
-	var sum int64
-	for u, c := range want {
-		if got[u] != [2]int64{c.PacketID, c.AmountCents} {
-			t.Errorf("user %s: postgres has %v, answered %+v", u, got[u], c)
-		}
-		sum += c.AmountCents
-	}
-	if len(got) != len(want) {
-		t.Errorf("postgres holds %d claims, %d were answered", len(got), len(want))
-	}
-	var claimed, conflicts int64
-	if err := s.Pool.QueryRow(ctx, `SELECT claimed_cents, (SELECT count(*) FROM claim_conflicts)
-		FROM envelopes WHERE id = $1`, id).Scan(&claimed, &conflicts); err != nil {
-		t.Fatal(err)
-	}
-	if claimed != sum || conflicts != 0 {
-		t.Errorf("claimed_cents %d (want %d), %d conflicts (want 0)", claimed, sum, conflicts)
-	}
-	pending, err := s.Redis.Pending(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for shard, n := range pending {
-		if n != 0 {
-			t.Errorf("shard %d still has %d claims pending", shard, n)
-		}
-	}
-}
 
 func newFlusher(t *testing.T, s *stack.Stack, cfg Config) *Flusher {
 	return New(s.Redis, s.PG, cfg, zaptest.NewLogger(t))
@@ -95,7 +25,7 @@ func newFlusher(t *testing.T, s *stack.Stack, cfg Config) *Flusher {
 func TestCrashBetweenTakeAndCommit(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 50, 40)
+	e, claims := s.Grabbed(t, 50, 40)
 	ctx := context.Background()
 	crashed := newFlusher(t, s, Config{BatchSize: 15})
 	crashed.afterTake = func(int) error { return errCrash }
@@ -103,21 +33,19 @@ func TestCrashBetweenTakeAndCommit(t *testing.T) {
 	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
 		t.Fatalf("FlushShard = %v, want the crash", err)
 	}
-	var inPG int
-	_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL`).Scan(&inPG)
-	if inPG != 0 {
+	if inPG := s.ClaimedInPG(t); inPG != 0 {
 		t.Fatalf("%d claims committed before the crash point", inPG)
 	}
 	if err := newFlusher(t, s, Config{BatchSize: 15}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertDurable(t, s, e.ID, claims)
+	s.AssertDurable(t, e.ID, claims)
 }
 
 func TestCrashBetweenCommitAndAck(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 50, 40)
+	e, claims := s.Grabbed(t, 50, 40)
 	ctx := context.Background()
 	crashed := newFlusher(t, s, Config{BatchSize: 15})
 	crashed.afterCommit = func(int) error { return errCrash }
@@ -133,13 +61,13 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	if err := newFlusher(t, s, Config{BatchSize: 15}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertDurable(t, s, e.ID, claims)
+	s.AssertDurable(t, e.ID, claims)
 }
 
 func TestPostgresDownLosesNothing(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 20, 20)
+	e, claims := s.Grabbed(t, 20, 20)
 	ctx := context.Background()
 	// Port 1 on loopback refuses connections: PostgreSQL is "down".
 	down, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
@@ -160,13 +88,13 @@ func TestPostgresDownLosesNothing(t *testing.T) {
 	if err := newFlusher(t, s, Config{BatchSize: 5}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertDurable(t, s, e.ID, claims)
+	s.AssertDurable(t, e.ID, claims)
 }
 
 func TestConflictIsRecordedNotOverwritten(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 10, 3)
+	e, claims := s.Grabbed(t, 10, 3)
 	ctx := context.Background()
 	victim := claims["u1"]
 	// Someone else already holds u1's packet in PostgreSQL (as after a Redis
@@ -198,14 +126,14 @@ func TestConflictIsRecordedNotOverwritten(t *testing.T) {
 func TestMalformedClaimIsSetAside(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 10, 4)
+	e, claims := s.Grabbed(t, 10, 4)
 	ctx := context.Background()
 	shard := s.Redis.Keys().Shard(e.ID)
 	s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), "garbage")
 	if err := newFlusher(t, s, Config{}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertDurable(t, s, e.ID, claims)
+	s.AssertDurable(t, e.ID, claims)
 	rejected, _ := s.RDB.LRange(ctx, s.Redis.Keys().Rejected(shard), 0, -1).Result()
 	if len(rejected) != 1 || rejected[0] != "garbage" {
 		t.Fatalf("rejected list = %q", rejected)
@@ -234,12 +162,11 @@ func TestRepairLoadingEnvelope(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old, _ := s.PG.Envelope(ctx, 1)
-	fresh, _ := s.PG.Envelope(ctx, 2)
-	if old.Status != "open" || fresh.Status != "loading" {
+	old, fresh := s.Envelope(t, 1), s.Envelope(t, 2)
+	if old.Status != envelope.StatusOpen || fresh.Status != envelope.StatusLoading {
 		t.Fatalf("statuses after repair: old %s, fresh %s", old.Status, fresh.Status)
 	}
-	if n, _ := s.RDB.LLen(ctx, s.Redis.Keys().Pool(1)).Result(); n != 3 {
+	if n := s.Len(t, s.Redis.Keys().Pool(1)); n != 3 {
 		t.Fatalf("repaired pool holds %d packets, want 3 (loaded once)", n)
 	}
 	if _, err := s.Svc.Grab(ctx, 1, "u"); err != nil {
@@ -253,14 +180,13 @@ func TestRepairLoadingEnvelope(t *testing.T) {
 func TestRunFlushesAndStopsOnCancel(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 30, 25)
+	e, claims := s.Grabbed(t, 30, 25)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- newFlusher(t, s, Config{BatchSize: 10, IdleWait: 10 * time.Millisecond}).Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var n int
-		_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL`).Scan(&n)
+		n := s.ClaimedInPG(t)
 		if n == len(claims) {
 			break
 		}
@@ -278,13 +204,13 @@ func TestRunFlushesAndStopsOnCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	assertDurable(t, s, e.ID, claims)
+	s.AssertDurable(t, e.ID, claims)
 }
 
 func TestClaimPostgresRefusesIsSetAside(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
-	e, claims := grabbed(t, s, 10, 4)
+	e, claims := s.Grabbed(t, 10, 4)
 	ctx := context.Background()
 	shard := s.Redis.Keys().Shard(e.ID)
 	// Well formed, but no timestamp PostgreSQL can store.
@@ -300,13 +226,13 @@ func TestClaimPostgresRefusesIsSetAside(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the shard is stuck on a claim PostgreSQL refuses")
 	}
-	assertDurable(t, s, e.ID, claims)
+	s.AssertDurable(t, e.ID, claims)
 	rejected, _ := s.RDB.LRange(ctx, s.Redis.Keys().Rejected(shard), 0, -1).Result()
 	if len(rejected) != 1 || rejected[0] != bad {
 		t.Fatalf("rejected list = %q, want the refused claim", rejected)
 	}
 	// Its user was answered a packet that cannot be paid: an operator decides.
-	if e, _ := s.PG.Envelope(ctx, e.ID); e.Status != "suspended" {
+	if e := s.Envelope(t, e.ID); e.Status != envelope.StatusSuspended {
 		t.Fatalf("envelope is %s after a refused claim, want suspended", e.Status)
 	}
 }

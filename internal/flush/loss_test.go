@@ -96,7 +96,7 @@ func TestRedisLossSuspendsInsteadOfReoffering(t *testing.T) {
 	if got := status(t, s, fresh.ID); got != "open" {
 		t.Fatalf("an envelope created after the loss is %s", got)
 	}
-	assertDurable(t, s, fresh.ID, freshClaims)
+	s.AssertDurable(t, fresh.ID, freshClaims)
 	_ = claims
 }
 

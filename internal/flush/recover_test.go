@@ -81,7 +81,7 @@ func TestRecoverReload(t *testing.T) {
 	if err := f.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertDurable(t, s, id, claims)
+	s.AssertDurable(t, id, claims)
 	if got := status(t, s, id); got != "sold_out" {
 		t.Fatalf("status %s after every packet was grabbed", got)
 	}
