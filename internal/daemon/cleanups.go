@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Cleanups is a daemon's shutdown: a named list of what it closes, run in
+// the reverse of the order it was opened (a server before the services it
+// calls, those before the clients they use), all sharing one deadline,
+// SHUTDOWN_TIMEOUT. Each step's error is logged with its name, and the
+// others still run.
+type Cleanups struct {
+	steps []cleanup
+}
+
+type cleanup struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// Add registers a step that may fail or wait; ctx carries the shared
+// deadline.
+func (c *Cleanups) Add(name string, fn func(ctx context.Context) error) {
+	c.steps = append(c.steps, cleanup{name, fn})
+}
+
+// AddClose registers a step that cannot fail (a Close without an error).
+func (c *Cleanups) AddClose(name string, close func()) {
+	c.Add(name, func(context.Context) error { close(); return nil })
+}
+
+// Run runs the steps last-added first, within timeout in all, and returns
+// their errors joined. A step still running at the deadline is reported and
+// left behind: the process is about to exit, and waiting longer is what the
+// deadline forbids.
+func (c *Cleanups) Run(log *zap.Logger, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	for i := len(c.steps) - 1; i >= 0; i-- {
+		s := c.steps[i]
+		start := time.Now()
+		if err := runStep(ctx, s); err != nil {
+			log.Error("shutdown step failed", zap.String("step", s.name), zap.Duration("took", time.Since(start)), zap.Error(err))
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		log.Debug("shutdown step done", zap.String("step", s.name), zap.Duration("took", time.Since(start)))
+	}
+	c.steps = nil
+	return errors.Join(errs...)
+}
+
+// runStep runs one step, giving up on it at ctx's deadline.
+func runStep(ctx context.Context, s cleanup) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("not run: shutdown deadline passed: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.fn(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("still running at the shutdown deadline: %w", ctx.Err())
+	}
+}

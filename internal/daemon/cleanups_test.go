@@ -1,0 +1,49 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestCleanupsRunInReverseAndReportEachFailure(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	var c Cleanups
+	var order []string
+	c.AddClose("clients", func() { order = append(order, "clients") })
+	c.Add("flusher", func(context.Context) error { order = append(order, "flusher"); return errors.New("boom") })
+	c.Add("server", func(context.Context) error { order = append(order, "server"); return nil })
+	err := c.Run(zap.New(core), time.Second)
+	if got := strings.Join(order, ","); got != "server,flusher,clients" {
+		t.Errorf("order %s, want server,flusher,clients", got)
+	}
+	if err == nil || !strings.Contains(err.Error(), "flusher: boom") {
+		t.Errorf("Run = %v, want the flusher's error named", err)
+	}
+	if logs.Len() != 1 || logs.All()[0].ContextMap()["step"] != "flusher" {
+		t.Errorf("logged %v, want one error line naming the flusher", logs.All())
+	}
+}
+
+func TestCleanupsShareOneDeadline(t *testing.T) {
+	var c Cleanups
+	ran := false
+	c.AddClose("after", func() { ran = true })
+	c.Add("stuck", func(ctx context.Context) error { <-ctx.Done(); time.Sleep(time.Second); return nil })
+	start := time.Now()
+	err := c.Run(zap.NewNop(), 50*time.Millisecond)
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("Run took %v past a 50ms deadline", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "stuck") {
+		t.Errorf("Run = %v, want the stuck step reported at the deadline", err)
+	}
+	if ran || !strings.Contains(err.Error(), "after: not run") {
+		t.Errorf("a step after the deadline ran (%v) or was not reported: %v", ran, err)
+	}
+}
