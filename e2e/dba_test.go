@@ -24,7 +24,7 @@ func TestDBACommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer owner.Close(context.Background())
+	defer func() { _ = owner.Close(context.Background()) }()
 
 	role := testenv.Name("rp_dba_")
 	if _, err := owner.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD 'pw'"); err != nil {
@@ -35,7 +35,7 @@ func TestDBACommands(t *testing.T) {
 		if err != nil {
 			return
 		}
-		defer c.Close(context.Background())
+		defer func() { _ = c.Close(context.Background()) }()
 		_, _ = c.Exec(context.Background(), "DROP OWNED BY "+role)
 		_, _ = c.Exec(context.Background(), "DROP ROLE "+role)
 	})
@@ -51,7 +51,7 @@ func TestDBACommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close(context.Background())
+		defer func() { _ = c.Close(context.Background()) }()
 		var n int64
 		return c.QueryRow(cctx, "SELECT count(*) FROM packets").Scan(&n)
 	}
