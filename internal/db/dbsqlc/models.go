@@ -30,80 +30,144 @@ type ApiKey struct {
 	RevokedAt *time.Time
 }
 
+// The outcome of the last flusher audit (one row, replaced by each run).
 type AuditLastRun struct {
-	OnlyRow      bool
-	FinishedAt   time.Time
-	Violations   int32
-	Suspended    int32
-	Envelopes    int32
+	// Always true: keeps the table to one row.
+	OnlyRow bool
+	// When the audit finished.
+	FinishedAt time.Time
+	// Money invariants it found broken (0: clean).
+	Violations int32
+	// Suspended envelopes it found.
+	Suspended int32
+	// Envelopes it checked.
+	Envelopes int32
+	// Whether it checked every envelope (-all) or a recent window (-since).
 	AllEnvelopes bool
 }
 
+// Claims from Redis that the flusher did not apply because PostgreSQL says otherwise (or applied without their order number). One row per (envelope, packet, user); kept for an operator.
 type ClaimConflict struct {
-	ID         int64
+	// Row id.
+	ID int64
+	// The envelope the claim named.
 	EnvelopeID int64
-	PacketID   int64
-	UserID     string
-	ClaimedAt  time.Time
-	Reason     string
-	FoundAt    time.Time
+	// The packet the claim named.
+	PacketID int64
+	// The user Redis granted the packet to.
+	UserID string
+	// When Redis granted the claim (UTC instant).
+	ClaimedAt time.Time
+	// unknown_packet, wrong_envelope, packet_refunded, user_holds_another_packet, claimed_by_another_user or order_no_in_use.
+	Reason string
+	// When the flusher recorded it.
+	FoundAt time.Time
 }
 
+// One row per red envelope: what the sender put in, its status, and the money claimed and refunded. Written by the grabber at creation, then by the flusher.
 type Envelope struct {
-	ID            int64
-	Shard         int
-	ShareCode     *string
-	SenderID      string
-	TotalCents    int64
-	Count         int
-	Status        envelope.Status
-	CreatedAt     time.Time
-	ExpiresAt     time.Time
-	SettledAt     *time.Time
-	ClaimedCents  int64
+	// Envelope id (from sequence_numbers 'envelope'); the API's envelope_id.
+	ID int64
+	// Redis shard holding its live state: id modulo service_settings.redis_shards.
+	Shard int
+	// The code a user grabs with: yyMMdd + 5 digits, unique; set at creation.
+	ShareCode *string
+	// Who sent it: the campaign backend's user id.
+	SenderID string
+	// Money put in, cents; the sum of its packets' amount_cents. Never changes.
+	TotalCents int64
+	// How many packets it was split into. Never changes.
+	Count int
+	// loading, open, sold_out, expired, settled, suspended or failed (domain envelope_status; transitions in docs/dba.md).
+	Status envelope.Status
+	// When it was created (UTC instant).
+	CreatedAt time.Time
+	// When grabs stop being granted (UTC instant); set at creation.
+	ExpiresAt time.Time
+	// When it reached settled or failed (unclaimed packets refunded); NULL before.
+	SettledAt *time.Time
+	// Cents of its claimed packets, kept by the flusher in the transaction that claims them; lags Redis by the flush delay.
+	ClaimedCents int64
+	// Cents refunded to the sender, set at settlement (0 before); claimed + refunded = total once settled.
 	RefundedCents int64
-	SuspendedAt   *time.Time
+	// When it was suspended (Redis lost state it may need); NULL unless status is suspended.
+	SuspendedAt *time.Time
+	// Why it was suspended, in words; NULL unless status is suspended. Cleared by flusher recover.
 	SuspendReason *string
 }
 
+// One row per envelope with its grabs counted from the packets themselves (not from envelopes.claimed_cents).
 type EnvelopeTotal struct {
-	EnvelopeID     int64
-	SenderID       string
-	Status         envelope.Status
-	Count          int32
-	TotalCents     int64
-	GrabbedCount   int64
-	GrabbedCents   int64
+	// envelopes.id.
+	EnvelopeID int64
+	// envelopes.sender_id.
+	SenderID string
+	// envelopes.status.
+	Status envelope.Status
+	// Packets it was split into.
+	Count int32
+	// Money put in, cents.
+	TotalCents int64
+	// Packets claimed, counted in packets.
+	GrabbedCount int64
+	// Cents of the claimed packets, summed from packets.
+	GrabbedCents int64
+	// Packets not claimed (offered, or refunded once settled).
 	RemainingCount int32
-	RefundedCents  int64
-	CreatedAt      time.Time
-	ExpiresAt      time.Time
-	SettledAt      *time.Time
+	// envelopes.refunded_cents: set at settlement.
+	RefundedCents int64
+	// envelopes.created_at.
+	CreatedAt time.Time
+	// envelopes.expires_at.
+	ExpiresAt time.Time
+	// envelopes.settled_at.
+	SettledAt *time.Time
 }
 
+// Outbox: one row per change the campaign backend is told of (GET /v1/events, webhooks), written in the transaction of the change. Pruned after EVENTS_RETENTION.
 type Event struct {
-	ID            int64
-	Type          envelope.EventType
-	EnvelopeID    int64
-	PacketID      *int64
-	Data          []byte
-	CreatedAt     time.Time
-	DeliveredAt   *time.Time
-	Attempts      int
+	// Position in the feed: gap-free, visible in commit order (take_event_ids).
+	ID int64
+	// packet.claimed, envelope.sold_out, envelope.settled, envelope.suspended or envelope.recovered (domain event_type).
+	Type envelope.EventType
+	// The envelope the event is about.
+	EnvelopeID int64
+	// For packet.claimed: the packet (its facts are read from packets, see event_messages); NULL otherwise.
+	PacketID *int64
+	// For the other types: the event's data as sent; NULL for packet.claimed.
+	Data []byte
+	// When it was written (clock time under the position lock, so it grows with id).
+	CreatedAt time.Time
+	// When the webhook receiver accepted it; NULL while undelivered or without a webhook.
+	DeliveredAt *time.Time
+	// Webhook deliveries tried and failed so far.
+	Attempts int
+	// When the next webhook delivery is due after a failure; NULL before any.
 	NextAttemptAt *time.Time
-	LastError     *string
+	// The last webhook delivery's failure, in words; NULL before any.
+	LastError *string
 }
 
+// Every event as the feed and the webhooks send it: a packet.claimed event's data comes from its packet.
 type EventMessage struct {
-	ID            int64
-	Type          envelope.EventType
-	EnvelopeID    int64
-	Data          json.RawMessage
-	CreatedAt     time.Time
-	DeliveredAt   *time.Time
-	Attempts      int
+	// events.id: position in the feed.
+	ID int64
+	// events.type.
+	Type envelope.EventType
+	// events.envelope_id.
+	EnvelopeID int64
+	// The event's JSON data as sent.
+	Data json.RawMessage
+	// events.created_at.
+	CreatedAt time.Time
+	// events.delivered_at: accepted by the webhook receiver.
+	DeliveredAt *time.Time
+	// events.attempts: failed webhook deliveries.
+	Attempts int
+	// events.next_attempt_at.
 	NextAttemptAt *time.Time
-	LastError     *string
+	// events.last_error.
+	LastError *string
 }
 
 // Ranges of the per-shard, per-day order-number counters reserved for Redis. One statement adds a step to reserved_upto and returns it, so reservations never overlap; a shard hands out counter values only up to a reserved ceiling.
@@ -116,19 +180,31 @@ type OrderNoReservation struct {
 	ReservedUpto int64
 }
 
+// One row per packet of an envelope: its amount, and who claimed it or when it was refunded. Inserted with the envelope; claimed by the flusher; refunded at settlement.
 type Packet struct {
-	ID          int64
-	EnvelopeID  int64
+	// Packet id (from sequence_numbers 'packet').
+	ID int64
+	// Its envelope (envelopes.id; not a declared foreign key, for the speed of creation: flusher audit checks it).
+	EnvelopeID int64
+	// Its amount, cents, at least 1. Never changes.
 	AmountCents int64
-	ClaimedBy   *string
-	ClaimedAt   *time.Time
-	OrderNo     *string
-	RefundedAt  *time.Time
+	// The user who grabbed it; NULL while unclaimed. A user holds at most one packet per envelope.
+	ClaimedBy *string
+	// When the grab was granted in Redis (UTC instant), not when the flusher wrote it; NULL while unclaimed.
+	ClaimedAt *time.Time
+	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL while unclaimed.
+	OrderNo *string
+	// When it was refunded to the sender at settlement (UTC instant); NULL unless refunded. Never set on a claimed packet.
+	RefundedAt *time.Time
 }
 
+// The epoch token each Redis shard held when the flusher last checked it; a shard whose token differs lost its data.
 type RedisEpoch struct {
-	Shard     int16
-	Epoch     string
+	// Redis shard number.
+	Shard int16
+	// The token; Redis keeps the same one under the shard's epoch key.
+	Epoch string
+	// When the token was last written (a new shard, or one replaced after a loss).
 	UpdatedAt time.Time
 }
 
@@ -137,37 +213,106 @@ type SchemaMigration struct {
 	Dirty   bool
 }
 
-type SequenceNumber struct {
-	KeyName      string
-	CurrentValue int64
-	MaxValue     int64
-	Step         int32
-	UpdatedAt    time.Time
+// Per sender and UTC day of creation: envelopes and their money. Filter by sender_id (indexed); claimed_cents lags Redis by the flush delay.
+type SenderDailyTotal struct {
+	// The UTC day the envelopes were created.
+	Day pgtype.Date
+	// The sender.
+	SenderID string
+	// Envelopes created that day.
+	Envelopes int64
+	// Money put into them, cents.
+	TotalCents int64
+	// Cents claimed from them so far (as far as the flusher has written).
+	ClaimedCents int64
+	// Cents refunded from them at settlement.
+	RefundedCents int64
+	// Cents neither claimed nor refunded yet: on offer, or waiting for settlement.
+	OutstandingCents int64
+	// Of them, settled or failed.
+	FinishedEnvelopes int64
+	// Of them, suspended (waiting for an operator).
+	SuspendedEnvelopes int64
 }
 
+// Id allocator: one row per kind of id (envelope, packet, event). Grabbers take blocks of step ids; events take theirs one statement at a time (take_event_ids).
+type SequenceNumber struct {
+	// Kind of id: envelope, packet or event.
+	KeyName string
+	// The last id handed out (the next block starts after it).
+	CurrentValue int64
+	// The highest id that may ever be handed out (2^53 - 1: exact as a JSON number).
+	MaxValue int64
+	// How many ids a grabber takes at a time.
+	Step int32
+	// When ids were last handed out.
+	UpdatedAt time.Time
+}
+
+// Settings every process must agree on, read at start; one row per setting.
 type ServiceSetting struct {
-	Name  string
+	// The setting: redis_shards (how many Redis shards envelopes are spread over).
+	Name string
+	// Its value. redis_shards never changes once envelopes exist: an envelope's shard is its id modulo it.
 	Value int64
 }
 
+// Totals of the envelopes that reached a final status, one row per status (settled, failed), added to by each settlement's transaction; exported by the flushers.
 type SettlementTotal struct {
-	Status        string
-	Envelopes     int64
-	ClaimedCents  int64
+	// The final status: settled or failed.
+	Status string
+	// How many envelopes reached it.
+	Envelopes int64
+	// Their claimed cents, summed.
+	ClaimedCents int64
+	// Their refunded cents, summed.
 	RefundedCents int64
 }
 
+// Every grab of every user (one row per claimed packet); filter by user_id (indexed).
 type UserGrab struct {
-	UserID      *string
-	EnvelopeID  int64
-	PacketID    int64
+	// Who grabbed (packets.claimed_by).
+	UserID *string
+	// The envelope.
+	EnvelopeID int64
+	// The packet.
+	PacketID int64
+	// What the user got, cents.
 	AmountCents int64
-	OrderNo     *string
-	ClaimedAt   *time.Time
+	// The grab's order number.
+	OrderNo *string
+	// When the grab was granted (UTC instant).
+	ClaimedAt *time.Time
 }
 
+// Per user, every grab with its envelope (sender, share code, status); filter by user_id (indexed), newest first by claimed_at.
+type UserHistory struct {
+	// Who grabbed.
+	UserID *string
+	// When the grab was granted (UTC instant).
+	ClaimedAt *time.Time
+	// What the user got, cents.
+	AmountCents int64
+	// The grab's order number.
+	OrderNo *string
+	// The packet.
+	PacketID int64
+	// The envelope.
+	EnvelopeID int64
+	// Who sent the envelope.
+	SenderID string
+	// The envelope's share code.
+	ShareCode *string
+	// The envelope's status now.
+	EnvelopeStatus envelope.Status
+}
+
+// Each user's short numeric id, unique both ways; the truth Redis's bitmap of used ids is rebuilt from.
 type UserShortID struct {
-	UserID    string
-	ShortID   int64
+	// The campaign backend's user id.
+	UserID string
+	// The short id, within SHORT_ID_MIN..SHORT_ID_MAX when handed out.
+	ShortID int64
+	// When it was handed out.
 	CreatedAt time.Time
 }

@@ -1,0 +1,12 @@
+-- Read-only access for DBAs (migration 000011): `flusher dba grant|revoke`.
+-- The role name is an identifier, so the statements live in SQL functions
+-- that quote it with format('%I').
+
+-- name: GrantReadOnly :exec
+-- GrantReadOnly gives a role USAGE and SELECT on every table and view, and
+-- on the tables the caller creates later.
+SELECT dba_grant_read(@role_name::text);
+
+-- name: RevokeReadOnly :exec
+-- RevokeReadOnly takes back what GrantReadOnly gave.
+SELECT dba_revoke_read(@role_name::text);
