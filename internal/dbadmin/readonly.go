@@ -22,7 +22,7 @@ var (
 	ErrOwnRole = errors.New("refused: the service's own role, one it belongs to, one owning its tables, or a superuser")
 )
 
-// SQLSTATEs dba_check_role raises (migration 000011).
+// SQLSTATEs dba_check_role raises (migration 000010).
 const (
 	codeUndefinedObject       = "42704"
 	codeInvalidParameterValue = "22023"

@@ -14,7 +14,7 @@ import (
 	"redpacket/internal/testenv"
 )
 
-// dbaIndexes are the indexes migration 000011 added for the DBA queries of
+// dbaIndexes are the indexes migration 000010 added for the DBA queries of
 // docs/dba.md. Claims write packets_claimed_at_idx; envelopes_settled_at_idx
 // is partial on settled_at, which claims never set.
 var dbaIndexes = []string{"packets_claimed_at_idx", "envelopes_settled_at_idx"}

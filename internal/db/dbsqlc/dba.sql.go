@@ -14,7 +14,7 @@ const GrantReadOnly = `-- name: GrantReadOnly :exec
 SELECT dba_grant_read($1::text)
 `
 
-// Read-only access for DBAs (migration 000011): `flusher dba grant|revoke`.
+// Read-only access for DBAs (migration 000010): `flusher dba grant|revoke`.
 // The role name is an identifier, so the statements live in SQL functions
 // that quote it with format('%I').
 // GrantReadOnly gives a role USAGE and SELECT on every table and view, and

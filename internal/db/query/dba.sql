@@ -1,4 +1,4 @@
--- Read-only access for DBAs (migration 000011): `flusher dba grant|revoke`.
+-- Read-only access for DBAs (migration 000010): `flusher dba grant|revoke`.
 -- The role name is an identifier, so the statements live in SQL functions
 -- that quote it with format('%I').
 
