@@ -6,6 +6,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -49,4 +50,20 @@ type redisLogger struct{ log *zap.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// LogFailure writes the line a daemon ends with when it cannot start or go
+// on: JSON at error level, like every other line, so that a log collector
+// sees why it stopped. Without a logger yet (the settings were refused), it
+// makes one at info level.
+func LogFailure(daemon string, log *zap.Logger, msg string, err error) {
+	if log == nil {
+		var lerr error
+		if log, lerr = NewLogger(daemon, "info"); lerr != nil {
+			fmt.Fprintf(os.Stderr, "%s: %s: %v\n", daemon, msg, err)
+			return
+		}
+	}
+	log.Error(msg, zap.Error(err))
+	_ = log.Sync()
 }
