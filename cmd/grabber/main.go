@@ -97,6 +97,12 @@ func serve(cfg config.Config, log *zap.Logger) error {
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	clients, err := daemon.Connect(startCtx, cfg)
+	if err == nil {
+		// An evicting Redis is refused before anything is served.
+		if err = daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
+			clients.Close()
+		}
+	}
 	cancel()
 	if err != nil {
 		return err
