@@ -179,7 +179,6 @@ func runDaemon() error {
 		telemetry.LogFailure("flusher", log, "flusher stopped", err)
 		return exitCode(1)
 	}
-	log.Info("flusher stopped")
 	return nil
 }
 

@@ -126,16 +126,11 @@ func logSettings(log *zap.Logger, found []RedisSettings, waitReplicas int) {
 		}
 		groups[key] = append(groups[key], s.Addr)
 	}
-	replicas := "GRAB_WAIT_REPLICAS=0: a failover loses the grabs its replica had not received"
-	if waitReplicas > 0 {
-		replicas = fmt.Sprintf("GRAB_WAIT_REPLICAS=%d: a failover loses nothing answered 200", waitReplicas)
-	}
 	for _, s := range order {
 		addrs := groups[s]
 		slices.Sort(addrs)
 		log.Info("redis settings", zap.Strings("masters", addrs), zap.String("maxmemory_policy", s.MaxmemoryPolicy),
 			zap.String("appendonly", s.AppendOnly), zap.String("appendfsync", s.AppendFsync), zap.String("save", s.Save),
-			zap.Int("grab_wait_replicas", waitReplicas), zap.String("durability", s.Durability()),
-			zap.String("failover", replicas))
+			zap.Int("grab_wait_replicas", waitReplicas), zap.String("durability", s.Durability()))
 	}
 }

@@ -64,6 +64,6 @@ func LogFailure(daemon string, log *zap.Logger, msg string, err error) {
 			return
 		}
 	}
-	log.Error(msg, zap.Error(err))
+	log.WithOptions(zap.AddCallerSkip(1)).Error(msg, zap.Error(err))
 	_ = log.Sync()
 }
