@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -46,14 +47,16 @@ func (s RedisSettings) Durability() string {
 // (ErrEvictingPolicy), and logs what it found in one line per distinct set
 // of settings, with waitReplicas (GRAB_WAIT_REPLICAS). A server that
 // refuses CONFIG GET (managed Redis often disables or renames it) is logged
-// as such and accepted: its settings are then the operator's to check.
+// as such and accepted: its settings are then the operator's to check. So
+// is a cluster master that does not answer (a failover under way).
 func CheckRedis(ctx context.Context, c redis.UniversalClient, log *zap.Logger, waitReplicas int) error {
 	var (
-		mu       sync.Mutex
-		found    []RedisSettings
-		refused  []string
-		refusedE error
+		mu                 sync.Mutex
+		found              []RedisSettings
+		refused, unreached []string
+		refusedE, unreachE error
 	)
+	cc, cluster := c.(*redis.ClusterClient)
 	check := func(ctx context.Context, m *redis.Client) error {
 		s, err := readSettings(ctx, m)
 		var reply redis.Error
@@ -62,15 +65,19 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, log *zap.Logger, w
 		switch {
 		case errors.As(err, &reply):
 			refused, refusedE = append(refused, s.Addr), err
-			return nil
+		case err != nil && cluster:
+			// A master down now (its replica about to take over) must not
+			// keep a daemon from serving the others' shards.
+			unreached, unreachE = append(unreached, s.Addr), err
 		case err != nil:
 			return fmt.Errorf("read redis settings of %s: %w", s.Addr, err)
+		default:
+			found = append(found, s)
 		}
-		found = append(found, s)
 		return nil
 	}
 	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
+	if cluster {
 		err = cc.ForEachMaster(ctx, check)
 	} else if rc, ok := c.(*redis.Client); ok {
 		err = check(ctx, rc)
@@ -85,6 +92,11 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, log *zap.Logger, w
 		log.Warn("redis refused CONFIG GET: cannot check maxmemory-policy (must be noeviction) or persistence; going on",
 			zap.Strings("masters", refused), zap.Error(refusedE), zap.Int("grab_wait_replicas", waitReplicas))
 	}
+	if len(unreached) > 0 {
+		slices.Sort(unreached)
+		log.Warn("redis masters did not answer CONFIG GET: their settings are unchecked; going on",
+			zap.Strings("masters", unreached), zap.Error(unreachE))
+	}
 	for _, s := range found {
 		if s.MaxmemoryPolicy != "noeviction" {
 			return fmt.Errorf("%w: %s has %q", ErrEvictingPolicy, s.Addr, s.MaxmemoryPolicy)
@@ -94,23 +106,36 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient, log *zap.Logger, w
 	return nil
 }
 
+// readSettings reads a master's settings in one round trip, within
+// masterCheckTimeout: a master that hangs delays a start by no more.
 func readSettings(ctx context.Context, m *redis.Client) (RedisSettings, error) {
 	s := RedisSettings{Addr: m.Options().Addr}
-	for _, p := range []struct {
+	ctx, cancel := context.WithTimeout(ctx, masterCheckTimeout)
+	defer cancel()
+	params := []struct {
 		name string
 		into *string
 	}{
 		{"maxmemory-policy", &s.MaxmemoryPolicy}, {"appendonly", &s.AppendOnly},
 		{"appendfsync", &s.AppendFsync}, {"save", &s.Save},
-	} {
-		vals, err := m.ConfigGet(ctx, p.name).Result()
-		if err != nil {
-			return s, err
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(params))
+	if _, err := m.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range params {
+			cmds[i] = p.ConfigGet(ctx, q.name)
 		}
-		*p.into = vals[p.name]
+		return nil
+	}); err != nil {
+		return s, err
+	}
+	for i, q := range params {
+		*q.into = cmds[i].Val()[q.name]
 	}
 	return s, nil
 }
+
+// masterCheckTimeout bounds the reading of one master's settings.
+const masterCheckTimeout = 5 * time.Second
 
 // logSettings writes one line per distinct set of settings, naming the
 // masters that have it: one line for a single server or a cluster set up

@@ -3,7 +3,9 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,5 +125,51 @@ func TestCheckRedisReadsEveryClusterMaster(t *testing.T) {
 	}
 	if int64(named) != masters.Load() || named == 0 {
 		t.Fatalf("lines %v name %d masters, want all %d", logs.All(), named, masters.Load())
+	}
+}
+
+// Every master of a cluster is checked: one master of a private cluster set
+// to evict is refused, by name; a master that does not answer (paused, as in
+// the moments before a failover) is logged and does not stop the start.
+func TestCheckRedisClusterEveryMaster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.PrivateCluster(t, throwaway.ClusterOptions{NodeTimeout: time.Minute})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	defer c.Close()
+	var masters []*redis.Client
+	var mu sync.Mutex
+	if err := c.ForEachMaster(t.Context(), func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters = append(masters, m)
+		return nil
+	}); err != nil || len(masters) != 3 {
+		t.Fatalf("masters: %d, %v; want 3", len(masters), err)
+	}
+	last := masters[2]
+	configSet(t, last, "maxmemory-policy", "allkeys-lfu")
+	err := daemon.CheckRedis(t.Context(), c, zap.NewNop(), 0)
+	if !errors.Is(err, daemon.ErrEvictingPolicy) || !strings.Contains(err.Error(), last.Options().Addr) {
+		t.Fatalf("one master of three evicting: CheckRedis = %v, want ErrEvictingPolicy naming %s", err, last.Options().Addr)
+	}
+	configSet(t, last, "maxmemory-policy", "noeviction")
+
+	paused := masters[0].Options().Addr
+	if err := cl.Pause(paused); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Resume(paused) }()
+	core, logs := observer.New(zap.InfoLevel)
+	if err := daemon.CheckRedis(t.Context(), c, zap.New(core), 0); err != nil {
+		t.Fatalf("a master paused: CheckRedis = %v, want it to go on", err)
+	}
+	warned := false
+	for _, l := range logs.All() {
+		if l.Level == zap.WarnLevel && strings.Contains(fmt.Sprint(l.ContextMap()["masters"]), paused) {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("logged %v, want a warning naming the paused master %s", logs.All(), paused)
 	}
 }
