@@ -56,11 +56,12 @@ func TestSeveralFlushersOneKilled(t *testing.T) {
 	}
 }
 
-// holdsShards reports whether a flusher's log says it took a shard's lease.
+// holdsShards reports whether a flusher's log says it took shard leases.
 func holdsShards(f *proc) bool { return strings.Contains(f.out.String(), leaseTaken) }
 
-// leaseTaken is what a flusher logs when it takes shard leases.
-const leaseTaken = "took the lease of a shard"
+// leaseTaken is the message of the one line a flusher logs when a refresh
+// of its leases took shards (with the shards it took and holds).
+const leaseTaken = `"msg":"took shard leases"`
 
 func allHoldShards(fs []*proc) bool {
 	for _, f := range fs {

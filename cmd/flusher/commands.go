@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/telemetry"
 	"redpacket/migrations"
 )
 
@@ -82,15 +83,36 @@ func runMigrate(args []string) error {
 	if err := parseFlags(fs, "", args); err != nil {
 		return helpIsDone(err)
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := loadSettings()
+	if err != nil {
+		telemetry.LogFailure("flusher", log, "flusher refused its settings", err)
+		return errUsage
+	}
+	defer log.Sync() //nolint:errcheck
+	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
+		telemetry.LogFailure("flusher", log, "migrations failed", err)
+		return exitCode(1)
+	}
+	return nil
+}
+
+// applyMigrations applies the pending migrations and says which, by
+// version and name, or that there were none.
+func applyMigrations(databaseURL string, log *zap.Logger) error {
+	applied, err := migrations.Apply(databaseURL)
 	if err != nil {
 		return err
 	}
-	defer log.Sync() //nolint:errcheck
-	if err := migrations.Up(cfg.DatabaseURL); err != nil {
-		return err
+	if len(applied) == 0 {
+		log.Info("schema is up to date; no migration applied", zap.Int("version", migrations.Version))
+		return nil
 	}
-	log.Info("schema is up to date", zap.Int("version", migrations.Version))
+	names := make([]string, len(applied))
+	for i, m := range applied {
+		names[i] = m.String()
+	}
+	log.Info("applied migrations", zap.Int("count", len(applied)), zap.Strings("migrations", names),
+		zap.Int("version", applied[len(applied)-1].Version))
 	return nil
 }
 

@@ -32,7 +32,6 @@ import (
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/telemetry"
-	"redpacket/migrations"
 )
 
 const usage = `usage: flusher [-h] [-version] [command [flags]]
@@ -149,33 +148,56 @@ func writeUsage(w io.Writer) {
 
 // loadConfig reads the settings; one it refuses is exit status 2.
 func loadConfig() (config.Config, *zap.Logger, error) {
-	cfg, err := config.Load(os.Getenv)
-	if err != nil {
-		return cfg, nil, errors.Join(err, errUsage)
-	}
-	log, err := telemetry.NewLogger("flusher", cfg.LogLevel)
+	cfg, log, err := loadSettings()
 	if err != nil {
 		return cfg, nil, errors.Join(err, errUsage)
 	}
 	return cfg, log, nil
 }
 
+func loadSettings() (config.Config, *zap.Logger, error) {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return cfg, nil, err
+	}
+	log, err := telemetry.NewLogger("flusher", cfg.LogLevel)
+	return cfg, log, err
+}
+
+// runDaemon runs the flusher until a signal. Whatever stops it otherwise
+// (settings refused, a server unreachable at start) is its last log line,
+// at error level.
 func runDaemon() error {
-	cfg, log, err := loadConfig()
+	cfg, log, err := loadSettings()
 	evCfg, evErr := config.LoadEvents(os.Getenv)
-	if err != nil || evErr != nil {
-		return errors.Join(err, evErr, errUsage)
+	if err := errors.Join(err, evErr); err != nil {
+		telemetry.LogFailure("flusher", log, "flusher refused its settings", err)
+		return errUsage
 	}
 	defer log.Sync() //nolint:errcheck
+	if err := flushUntilStopped(cfg, evCfg, log); err != nil {
+		telemetry.LogFailure("flusher", log, "flusher stopped", err)
+		return exitCode(1)
+	}
+	return nil
+}
+
+func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) error {
 	log.Info("flusher starting", zap.String("version", daemon.Version("flusher")))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := migrations.Up(cfg.DatabaseURL); err != nil {
+	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
 		return err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	clients, err := daemon.Connect(startCtx, cfg)
+	if err == nil {
+		// An evicting Redis is refused before anything is served.
+		if err = daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
+			clients.Close()
+		}
+	}
 	cancel()
 	if err != nil {
 		return err

@@ -68,13 +68,20 @@ func run(args []string) int {
 	}
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "grabber:", err)
+		telemetry.LogFailure("grabber", nil, "grabber refused its settings", err)
 		return 2
 	}
-	if err := serve(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "grabber:", err)
+	log, err := telemetry.NewLogger("grabber", cfg.LogLevel)
+	if err != nil {
+		telemetry.LogFailure("grabber", nil, "grabber refused its settings", err)
+		return 2
+	}
+	defer log.Sync() //nolint:errcheck
+	if err := serve(cfg, log); err != nil {
+		telemetry.LogFailure("grabber", log, "grabber stopped", err)
 		return 1
 	}
+	log.Info("grabber stopped")
 	return 0
 }
 
@@ -83,18 +90,19 @@ func writeUsage(w io.Writer) {
 	_ = config.WriteSettings(w, config.Grabber)
 }
 
-func serve(cfg config.Config) error {
-	log, err := telemetry.NewLogger("grabber", cfg.LogLevel)
-	if err != nil {
-		return err
-	}
-	defer log.Sync() //nolint:errcheck
-
+// serve runs the grabber until a signal, or until it cannot go on.
+func serve(cfg config.Config, log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	clients, err := daemon.Connect(startCtx, cfg)
+	if err == nil {
+		// An evicting Redis is refused before anything is served.
+		if err = daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
+			clients.Close()
+		}
+	}
 	cancel()
 	if err != nil {
 		return err
@@ -163,9 +171,7 @@ func serve(cfg config.Config) error {
 	// are the allocators and clients closed (deferred above).
 	err = daemon.Serve(ctx, log, srv, cfg.GrabberAddr, cfg.ShutdownTimeout)
 	stop() // the API is done (or could not listen): the metrics listener ends too
-	err = errors.Join(err, metricsDone())
-	log.Info("grabber stopped", zap.Error(err))
-	return err
+	return errors.Join(err, metricsDone())
 }
 
 // startKeyring reads the active API keys and keeps them current until the

@@ -98,12 +98,8 @@ func (f *Flusher) renewLeases(ctx context.Context) error {
 	if f.cfg.Leases == nil {
 		return nil
 	}
-	before := len(f.shards)
-	shards, err := f.cfg.Leases.Refresh(ctx)
+	shards, err := f.cfg.Leases.Refresh(ctx) // logs a change in one line
 	f.shards = shards
-	if len(shards) != before {
-		f.log.Info("shards held", zap.Ints("shards", shards))
-	}
 	return err
 }
 

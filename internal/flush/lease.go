@@ -69,6 +69,7 @@ func (l *Leases) Refresh(ctx context.Context) ([]int, error) {
 		return nil, l.lost(err)
 	}
 	share := (l.shards + members - 1) / members
+	var took, gaveUp []int
 	for _, s := range l.Owned() {
 		if len(l.owned) <= share {
 			break
@@ -76,6 +77,7 @@ func (l *Leases) Refresh(ctx context.Context) ([]int, error) {
 		if err := l.release(ctx, s); err != nil {
 			return nil, l.lost(err)
 		}
+		gaveUp = append(gaveUp, s)
 	}
 	start := rand.IntN(l.shards) // spread the first tries of flushers starting together
 	for i := range l.shards {
@@ -92,10 +94,28 @@ func (l *Leases) Refresh(ctx context.Context) ([]int, error) {
 		}
 		if got {
 			l.owned[s] = true
-			l.log.Info("took the lease of a shard", zap.Int("shard", s))
+			took = append(took, s)
 		}
 	}
+	l.logChange(took, gaveUp, members)
 	return l.Owned(), nil
+}
+
+// logChange writes one line for a refresh that took or gave up shards: a
+// flusher starting alone takes every shard in one refresh, and one line
+// says so.
+func (l *Leases) logChange(took, gaveUp []int, members int) {
+	fields := []zap.Field{zap.Ints("held", l.Owned()), zap.Int("flushers", members)}
+	switch {
+	case len(took) > 0:
+		sort.Ints(took)
+		if len(gaveUp) > 0 {
+			fields = append(fields, zap.Ints("gave_up", gaveUp))
+		}
+		l.log.Info("took shard leases", append(fields, zap.Ints("took", took))...)
+	case len(gaveUp) > 0:
+		l.log.Info("gave up shard leases to other flushers", append(fields, zap.Ints("gave_up", gaveUp))...)
+	}
 }
 
 func (l *Leases) connect(ctx context.Context) error {
@@ -128,7 +148,6 @@ func (l *Leases) release(ctx context.Context, shard int) error {
 		return err
 	}
 	delete(l.owned, shard)
-	l.log.Info("gave up the lease of a shard to another flusher", zap.Int("shard", shard))
 	return nil
 }
 

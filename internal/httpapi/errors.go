@@ -11,6 +11,7 @@ import (
 	"redpacket/internal/events"
 	"redpacket/internal/grab"
 	"redpacket/internal/ids"
+	"redpacket/internal/reqctx"
 )
 
 // apiError is an answer other than success: the HTTP status, the API's code
@@ -64,13 +65,21 @@ type errorBody struct {
 // writeError answers with the API's error shape. Server-side failures are
 // logged with the cause; the client sees only the code and a generic text.
 // A request whose client went away (its context ended) is no server failure:
-// logged at debug level only.
+// logged at debug level only. A 503 is a condition that lasts (a dependency
+// down): summarised at most once per unavailableLogEvery.
 func (rt *router) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := toAPIError(err)
 	switch {
 	case ae.status >= 500 && r.Context().Err() != nil:
 		rt.log.Debug("client went away before the answer", zap.String("method", r.Method),
 			zap.String("path", r.URL.Path), zap.NamedError("cause", err))
+	case ae.status == http.StatusServiceUnavailable:
+		fields := []zap.Field{zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.String("code", ae.code), zap.Error(err)}
+		if info := reqctx.From(r.Context()); info != nil {
+			fields = append(fields, zap.String("request_id", info.ID)) // of the latest one
+		}
+		rt.unavailable.Add(fields...)
 	case ae.status >= 500:
 		rt.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", ae.status), zap.Error(err))

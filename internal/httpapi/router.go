@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,13 +21,20 @@ import (
 type router struct {
 	mux *http.ServeMux
 	log *zap.Logger
+	// unavailable logs the answers 503 (a dependency down, identifiers
+	// exhausted): expected while it lasts, so summarised, not one per request.
+	unavailable *telemetry.Summary
 }
+
+// unavailableLogEvery is how often, at most, the answers 503 are logged.
+const unavailableLogEvery = 10 * time.Second
 
 func newRouter(log *zap.Logger) *router {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	rt := &router{mux: http.NewServeMux(), log: log}
+	rt := &router{mux: http.NewServeMux(), log: log,
+		unavailable: telemetry.NewSummary(log, "requests answered 503", unavailableLogEvery)}
 	rt.mux.HandleFunc("/", rt.notFound)
 	return rt
 }

@@ -1,0 +1,2 @@
+DROP INDEX envelopes_settled_at_idx;
+DROP INDEX events_envelope_idx;
