@@ -1,0 +1,1 @@
+DROP INDEX events_envelope_idx;
