@@ -144,8 +144,9 @@ func (k *Keyring) Lookup(token string) (Key, bool) {
 func (k *Keyring) Len() int { return len(k.keys.Load().byHash) }
 
 // Run keeps the keys current and writes their last use, until ctx ends;
-// then it writes the last use not yet written and returns.
-func (k *Keyring) Run(ctx context.Context) {
+// then it writes the last use not yet written and returns nil (a failed
+// read is retried, the keys read last staying in use).
+func (k *Keyring) Run(ctx context.Context) error {
 	defer close(k.done)
 	refresh := time.NewTicker(k.opts.RefreshEvery)
 	defer refresh.Stop()
@@ -157,7 +158,7 @@ func (k *Keyring) Run(ctx context.Context) {
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			k.touch(final)
 			cancel()
-			return
+			return nil
 		case <-refresh.C:
 			k.refreshLogged(ctx)
 		case <-touch.C:

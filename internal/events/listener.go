@@ -60,19 +60,20 @@ const (
 )
 
 // Run listens until ctx ends, reconnecting with backoff whenever the
-// connection fails.
-func (l *Listener) Run(ctx context.Context) {
+// connection fails; it returns nil once ctx ends.
+func (l *Listener) Run(ctx context.Context) error {
 	defer close(l.done)
 	backoff := reconnectMin
 	for ctx.Err() == nil {
 		err := l.session(ctx, func() { backoff = reconnectMin })
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		l.log.Warn("events listener lost its connection; reconnecting", zap.Duration("backoff", backoff), zap.Error(err))
 		sleep(ctx, backoff)
 		backoff = min(2*backoff, reconnectMax)
 	}
+	return nil
 }
 
 // session connects, listens and wakes waiters on every notification until

@@ -26,8 +26,9 @@ type Retention struct {
 	Now           func() time.Time // default time.Now
 }
 
-// Run prunes at start and then every Every until ctx ends.
-func (r *Retention) Run(ctx context.Context) {
+// Run prunes at start and then every Every until ctx ends, then returns
+// nil (a failed prune is retried at the next tick).
+func (r *Retention) Run(ctx context.Context) error {
 	every := r.Every
 	if every <= 0 {
 		every = time.Minute
@@ -42,7 +43,7 @@ func (r *Retention) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}

@@ -120,8 +120,8 @@ const (
 )
 
 // Run sends until ctx ends, then waits for the requests in flight (each
-// bounded by Timeout) and returns.
-func (w *Webhook) Run(ctx context.Context) {
+// bounded by Timeout) and returns nil (a failed delivery is retried).
+func (w *Webhook) Run(ctx context.Context) error {
 	w.log.Info("webhook sender running", zap.String("url", redacted(w.cfg.URL)), zap.Int("workers", w.cfg.Workers),
 		zap.Duration("timeout", w.cfg.Timeout), zap.Duration("max_backoff", w.cfg.MaxBackoff))
 	busy := map[int64]bool{} // envelopes a worker of this process has
@@ -149,7 +149,7 @@ func (w *Webhook) Run(ctx context.Context) {
 				delete(busy, (<-done).envelope)
 			}
 			w.log.Info("webhook sender stopped")
-			return
+			return nil
 		case d := <-done:
 			delete(busy, d.envelope)
 			look = d.progressed
