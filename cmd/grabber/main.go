@@ -134,6 +134,7 @@ func serve(cfg config.Config) error {
 			Min: cfg.ShortIDMin, Max: cfg.ShortIDMax,
 		}),
 		Limits: cfg.Limits,
+		Safety: grab.Safety{IdempotencyTTL: cfg.IdempotencyTTL},
 		Log:    log,
 	})
 	// One LISTEN connection wakes every long poll of GET /v1/events; it

@@ -10,6 +10,7 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/events"
 	"redpacket/internal/grab"
+	"redpacket/internal/idempotency"
 	"redpacket/internal/ids"
 )
 
@@ -38,6 +39,12 @@ func toAPIError(err error) *apiError {
 		return badRequest(fe.Error())
 	case errors.Is(err, envelope.ErrInvalid):
 		return badRequest(err.Error())
+	case errors.Is(err, idempotency.ErrInvalidKey):
+		return badRequest(err.Error())
+	case errors.Is(err, idempotency.ErrMismatch):
+		return &apiError{http.StatusUnprocessableEntity, "idempotency_mismatch", err.Error()}
+	case errors.Is(err, idempotency.ErrInProgress):
+		return &apiError{http.StatusConflict, "idempotency_in_progress", err.Error()}
 	case errors.Is(err, apikey.ErrInsufficientScope):
 		return &apiError{http.StatusForbidden, "insufficient_scope", err.Error()}
 	case errors.Is(err, grab.ErrNotFound):
