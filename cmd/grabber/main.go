@@ -23,6 +23,7 @@ import (
 	"redpacket/internal/grab"
 	"redpacket/internal/httpapi"
 	"redpacket/internal/ids"
+	"redpacket/internal/limits"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/sequence"
@@ -134,8 +135,11 @@ func serve(cfg config.Config) error {
 			Min: cfg.ShortIDMin, Max: cfg.ShortIDMax,
 		}),
 		Limits: cfg.Limits,
-		Safety: grab.Safety{IdempotencyTTL: cfg.IdempotencyTTL},
-		Log:    log,
+		Safety: grab.Safety{IdempotencyTTL: cfg.IdempotencyTTL, Limiter: limits.New(clients.Redis, rs.Keys(), limits.Config{
+			UserGrabRate: cfg.UserGrabRate, UserDailyGrabs: cfg.UserDailyGrabs, SenderDailyCents: cfg.SenderDailyCents,
+			Location: cfg.IDLocation,
+		})},
+		Log: log,
 	})
 	// One LISTEN connection wakes every long poll of GET /v1/events; it
 	// stops with the signal, which ends the polls still waiting.

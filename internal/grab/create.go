@@ -42,6 +42,16 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err != nil {
 		return Envelope{}, err
 	}
+	giveBack, err := s.reserveCents(ctx, req)
+	if err != nil {
+		return Envelope{}, err
+	}
+	written := false
+	defer func() {
+		if !written {
+			giveBack()
+		}
+	}()
 	count := int(req.Count)
 	amounts, err := s.split(req.TotalCents, count)
 	if err != nil {
@@ -63,6 +73,7 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err := s.insert(ctx, &row, firstPacket, amounts, key); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	written = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	status, err := s.load(ctx, row, firstPacket, amounts)
