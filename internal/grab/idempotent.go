@@ -43,7 +43,7 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	key := &pgstore.IdempotencyKey{Client: client, Key: ir.Key, RequestSHA256: ir.Fingerprint,
-		CreatedAt: now, ExpiresAt: now.Add(s.idempotencyTTL)}
+		CreatedAt: now, ExpiresAt: now.Add(s.safety.idempotencyTTL)}
 	e, err := s.create(ctx, req, key)
 	if errors.Is(err, pgstore.ErrIdempotencyKeyTaken) {
 		// Another request with the key wrote its envelope while this one

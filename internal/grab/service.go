@@ -50,10 +50,10 @@ type Service struct {
 	shares    Codes
 	shortIDs  ShortIDs
 	limits    envelope.Limits
-	safety
-	now   func() time.Time
-	log   *zap.Logger
-	rands sync.Pool // *rand.Rand, crypto-seeded
+	safety    safety
+	now       func() time.Time
+	log       *zap.Logger
+	rands     sync.Pool // *rand.Rand, crypto-seeded
 }
 
 // Config holds what a Service needs.
