@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"redpacket/internal/config"
 	"redpacket/internal/daemon"
@@ -182,27 +183,27 @@ func runDaemon() error {
 	return nil
 }
 
-func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) error {
+// flushUntilStopped runs the flusher until a signal, or until a part of it
+// cannot go on: the flush loop, the events and the ops server run in one
+// errgroup, so one failing stops the others; then the cleanups close what
+// was opened, last first, within SHUTDOWN_TIMEOUT of the stop.
+func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) (err error) {
 	log.Info("flusher starting", zap.String("version", daemon.Version("flusher")))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
+	deadline := daemon.ShutdownDeadline(gctx, cfg.ShutdownTimeout)
+	var cleanups daemon.Cleanups
+	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
 	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
 		return err
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	clients, err := daemon.Connect(startCtx, cfg)
-	if err == nil {
-		// An evicting Redis is refused before anything is served.
-		if err = daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
-			clients.Close()
-		}
-	}
-	cancel()
+	clients, err := connect(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer clients.Close()
+	cleanups.AddClose("postgres and redis clients", clients.Close)
 	registerMetrics(clients, evCfg)
 
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
@@ -223,24 +224,32 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 			// shards, and takes over those of one that dies.
 			Leases: flush.NewLeases(cfg.DatabaseURL, clients.Shards, log),
 		}, log)
-
-	waitEvents, err := startEvents(ctx, cfg, evCfg, pgstore.New(clients.PG), log)
-	if err != nil {
+	if err := startEvents(gctx, g, &cleanups, cfg, evCfg, pgstore.New(clients.PG), log); err != nil {
 		return err
 	}
-
 	// The probes and metrics, answered as the API answers (JSON errors,
-	// Allow on a 405), within the same limits as the grabber's server.
+	// Allow on a 405), within the same limits as the grabber's server. A
+	// port it cannot listen on stops the flusher rather than let it run
+	// unseen.
 	ops := daemon.NewServer(httpapi.NewOps(clients.Ready, telemetry.Flusher.Handler(), log), log, daemon.DefaultLimits(cfg.FlusherMaxConns))
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.Serve(ctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout)
-		stop() // the probes are gone (say, the port is taken): stop rather than run unseen
-	}()
+	g.Go(func() error { return daemon.Serve(gctx, log, ops, cfg.FlusherAddr, cfg.ShutdownTimeout) })
+	// Run returns after finishing the batch in hand once gctx ends.
+	g.Go(func() error { return f.Run(gctx) })
+	return g.Wait()
+}
 
-	// Run returns after finishing the batch in hand once ctx is cancelled.
-	runErr := f.Run(ctx)
-	stop()
-	waitEvents()
-	return errors.Join(runErr, <-served)
+// connect opens the clients and refuses an evicting Redis before anything
+// is flushed.
+func connect(ctx context.Context, cfg config.Config, log *zap.Logger) (*daemon.Clients, error) {
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	clients, err := daemon.Connect(startCtx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
+		clients.Close()
+		return nil, err
+	}
+	return clients, nil
 }

@@ -15,6 +15,7 @@ import (
 	_ "time/tzdata" // ID_TIME_ZONE works on images without a zone database
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"redpacket/internal/apikey"
 	"redpacket/internal/config"
@@ -23,6 +24,7 @@ import (
 	"redpacket/internal/grab"
 	"redpacket/internal/httpapi"
 	"redpacket/internal/ids"
+	"redpacket/internal/limits"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/sequence"
@@ -90,49 +92,97 @@ func writeUsage(w io.Writer) {
 	_ = config.WriteSettings(w, config.Grabber)
 }
 
-// serve runs the grabber until a signal, or until it cannot go on.
-func serve(cfg config.Config, log *zap.Logger) error {
+// serve runs the grabber until a signal, or until a part of it cannot go
+// on: the servers and background loops run in one errgroup, so one failing
+// stops the others; then the cleanups close what was opened, last first,
+// within SHUTDOWN_TIMEOUT of the stop.
+func serve(cfg config.Config, log *zap.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
+	deadline := daemon.ShutdownDeadline(gctx, cfg.ShutdownTimeout)
+	var cleanups daemon.Cleanups
+	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	clients, err := daemon.Connect(startCtx, cfg)
-	if err == nil {
-		// An evicting Redis is refused before anything is served.
-		if err = daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
-			clients.Close()
-		}
-	}
-	cancel()
+	clients, err := connect(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer clients.Close()
+	cleanups.AddClose("postgres and redis clients", clients.Close)
 	telemetry.Grabber.MustRegister(telemetry.NewDependencyCollector(clients.Checks()))
 
+	svc, pg := newService(cfg, clients, log, &cleanups)
+	// One LISTEN connection wakes every long poll of GET /v1/events; it
+	// stops with the others, which ends the polls still waiting.
+	listener := events.NewListener(cfg.DatabaseURL, log)
+	g.Go(func() error { return listener.Run(gctx) })
+	opts := httpapi.Options{Token: cfg.GrabberAPIToken, AccessLog: cfg.AccessLog, NoMetrics: cfg.MetricsAddr != "",
+		Ready: clients.Ready, Log: log, Events: events.NewFeed(pg, listener)}
+	if cfg.GrabberAuth == config.AuthKeys {
+		keys, err := openKeyring(ctx, clients, log)
+		if err != nil {
+			return err
+		}
+		opts.Keys = keys
+		g.Go(func() error { return keys.Run(gctx) })
+	}
+	srv := daemon.NewServer(httpapi.New(svc, opts), log, daemon.DefaultLimits(cfg.GrabberMaxConns))
+	log.Info("grabber starting", zap.String("version", daemon.Version("grabber")), zap.Int("shards", clients.Shards), zap.String("prefix", cfg.RedisKeyPrefix),
+		zap.String("auth", string(cfg.GrabberAuth)), zap.Bool("access_log", cfg.AccessLog),
+		zap.Bool("redis_cluster", len(cfg.RedisClusterAddrs) > 0))
+	// Serve returns once every request in hand has been answered; only then
+	// do the cleanups close the allocators and clients.
+	g.Go(func() error { return daemon.Serve(gctx, log, srv, cfg.GrabberAddr, cfg.ShutdownTimeout) })
+	if cfg.MetricsAddr != "" {
+		// A metrics listener that cannot serve stops the grabber rather
+		// than let it run unseen.
+		metrics := daemon.NewServer(httpapi.NewMetrics(telemetry.Grabber.Handler(), log), log, daemon.DefaultLimits(metricsMaxConns))
+		g.Go(func() error { return daemon.Serve(gctx, log, metrics, cfg.MetricsAddr, cfg.ShutdownTimeout) })
+	}
+	return g.Wait()
+}
+
+// connect opens the clients and refuses an evicting Redis before anything
+// is served.
+func connect(ctx context.Context, cfg config.Config, log *zap.Logger) (*daemon.Clients, error) {
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	clients, err := daemon.Connect(startCtx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
+		clients.Close()
+		return nil, err
+	}
+	return clients, nil
+}
+
+// newService builds the grab service over the clients; what it starts is
+// stopped by cleanups, after the servers (added later) have answered the
+// requests in hand.
+func newService(cfg config.Config, clients *daemon.Clients, log *zap.Logger, cleanups *daemon.Cleanups) (*grab.Service, *pgstore.Store) {
 	seqOpts := sequence.Options{OnFetch: func(key string, _ int64, took time.Duration) {
 		telemetry.SequenceFetches.WithLabelValues(key).Inc()
 		telemetry.SequenceFetchSeconds.Observe(took.Seconds())
 	}}
 	envIDs := sequence.New(clients.PG, "envelope", seqOpts)
-	defer envIDs.Close()
+	cleanups.AddClose("envelope id allocator", envIDs.Close)
 	packetIDs := sequence.New(clients.PG, "packet", seqOpts)
-	defer packetIDs.Close()
+	cleanups.AddClose("packet id allocator", packetIDs.Close)
 
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
 	pg := pgstore.New(clients.PG)
-	// The grab script numbers grants from ceilings reserved in PostgreSQL;
-	// closed (deferred) after the grabs in hand are answered.
+	// The grab script numbers grants from ceilings reserved in PostgreSQL.
 	orderNos := ids.NewOrderNumbers(rs, pg, ids.OrderConfig{
 		Width: cfg.OrderNoWidth, Step: cfg.OrderNoSegment, Location: cfg.IDLocation, Log: log,
 	})
-	defer orderNos.Close()
-	// Grabs that arrive together share round trips; stopped (deferred) before
-	// the clients close, after the server has answered everything in hand.
+	cleanups.AddClose("order numbers", orderNos.Close)
+	// Grabs that arrive together share round trips.
 	rs.WaitForReplicas(cfg.GrabWaitReplicas, cfg.GrabWaitTimeout)
-	defer rs.Coalesce(cfg.GrabWorkers, cfg.GrabBatchMax)()
+	cleanups.AddClose("grab coalescing", rs.Coalesce(cfg.GrabWorkers, cfg.GrabBatchMax))
 
-	svc := grab.New(grab.Config{
+	return grab.New(grab.Config{
 		PG:        pg,
 		Redis:     rs,
 		EnvIDs:    envIDs,
@@ -142,69 +192,26 @@ func serve(cfg config.Config, log *zap.Logger) error {
 			Min: cfg.ShortIDMin, Max: cfg.ShortIDMax,
 		}),
 		Limits: cfg.Limits,
-		Log:    log,
-	})
-	// One LISTEN connection wakes every long poll of GET /v1/events; it
-	// stops with the signal, which ends the polls still waiting.
-	listener := events.NewListener(cfg.DatabaseURL, log)
-	listenCtx, stopListening := context.WithCancel(ctx)
-	go listener.Run(listenCtx)
-	defer func() { stopListening(); <-listener.Done() }()
-
-	opts := httpapi.Options{Token: cfg.GrabberAPIToken, AccessLog: cfg.AccessLog, NoMetrics: cfg.MetricsAddr != "",
-		Ready: clients.Ready, Log: log, Events: events.NewFeed(pg, listener)}
-	if cfg.GrabberAuth == config.AuthKeys {
-		keys, stopKeys, err := startKeyring(ctx, clients, log)
-		if err != nil {
-			return err
-		}
-		defer stopKeys()
-		opts.Keys = keys
-	}
-	api := httpapi.New(svc, opts)
-	srv := daemon.NewServer(api, log, daemon.DefaultLimits(cfg.GrabberMaxConns))
-	log.Info("grabber starting", zap.String("version", daemon.Version("grabber")), zap.Int("shards", clients.Shards), zap.String("prefix", cfg.RedisKeyPrefix),
-		zap.String("auth", string(cfg.GrabberAuth)), zap.Bool("access_log", cfg.AccessLog),
-		zap.Bool("redis_cluster", len(cfg.RedisClusterAddrs) > 0))
-	metricsDone := serveMetrics(ctx, stop, cfg, log)
-	// Serve returns once every request in hand has been answered; only then
-	// are the allocators and clients closed (deferred above).
-	err = daemon.Serve(ctx, log, srv, cfg.GrabberAddr, cfg.ShutdownTimeout)
-	stop() // the API is done (or could not listen): the metrics listener ends too
-	return errors.Join(err, metricsDone())
+		Safety: grab.Safety{IdempotencyTTL: cfg.IdempotencyTTL, Limiter: limits.New(clients.Redis, rs.Keys(), limits.Config{
+			UserGrabRate: cfg.UserGrabRate, UserDailyGrabs: cfg.UserDailyGrabs, SenderDailyCents: cfg.SenderDailyCents,
+			Location: cfg.IDLocation,
+		})},
+		Log: log,
+	}), pg
 }
 
-// startKeyring reads the active API keys and keeps them current until the
-// returned stop is called.
-func startKeyring(ctx context.Context, clients *daemon.Clients, log *zap.Logger) (*apikey.Keyring, func(), error) {
+// openKeyring reads the active API keys; its Run keeps them current.
+func openKeyring(ctx context.Context, clients *daemon.Clients, log *zap.Logger) (*apikey.Keyring, error) {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	keys, err := apikey.Open(startCtx, clients.PG, apikey.Options{Log: log})
-	cancel()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if keys.Len() == 0 {
 		log.Warn("GRABBER_AUTH=keys and no active API key: every /v1/ request is refused until one is made (flusher apikey create)")
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	go keys.Run(runCtx)
-	return keys, func() { stopRun(); <-keys.Done() }, nil
-}
-
-// serveMetrics serves /metrics on METRICS_ADDR, when set, until ctx ends;
-// if it cannot, stop ends the grabber too rather than let it run unseen.
-// The returned wait gives its end.
-func serveMetrics(ctx context.Context, stop func(), cfg config.Config, log *zap.Logger) (wait func() error) {
-	if cfg.MetricsAddr == "" {
-		return func() error { return nil }
-	}
-	srv := daemon.NewServer(httpapi.NewMetrics(telemetry.Grabber.Handler(), log), log, daemon.DefaultLimits(metricsMaxConns))
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.Serve(ctx, log, srv, cfg.MetricsAddr, cfg.ShutdownTimeout)
-		stop()
-	}()
-	return func() error { return <-served }
+	return keys, nil
 }
 
 // metricsMaxConns caps the connections of the metrics listener: a few

@@ -135,7 +135,7 @@ func TestKeyringRotationAndRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	go kr.Run(ctx)
+	go func() { _ = kr.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-kr.Done() })
 
 	if k, ok := kr.Lookup(oldKey); !ok || k.Name != "shop-2026-10" || !k.Scopes.Has(apikey.ScopeGrab) || k.Scopes.Has(apikey.ScopeRead) {
@@ -195,7 +195,7 @@ func TestKeyringKeepsKeysWhilePostgresIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	go kr.Run(ctx)
+	go func() { _ = kr.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-kr.Done() })
 	db.down.Store(true)
 	n := db.n.Load()
@@ -222,7 +222,7 @@ func TestKeyringRecordsLastUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	go kr.Run(ctx)
+	go func() { _ = kr.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-kr.Done() })
 	if _, ok := kr.Lookup(gone); !ok {
 		t.Fatal("gone: not active")

@@ -52,6 +52,11 @@ type Config struct {
 	LoadingFailAfter   time.Duration
 	SettleEvery        time.Duration
 	SettledKeyTTL      time.Duration
+
+	IdempotencyTTL   time.Duration // how long a create's Idempotency-Key is remembered
+	UserGrabRate     int           // grabs a second per user across envelopes; 0: no limit
+	UserDailyGrabs   int           // packets a user may receive per day (ID_TIME_ZONE); 0: no limit
+	SenderDailyCents int64         // cents a sender may put into envelopes per day; 0: no limit
 }
 
 // Load reads the settings through getenv (os.Getenv in production).
@@ -95,6 +100,11 @@ func Load(getenv func(string) string) (Config, error) {
 		LoadingFailAfter:   r.duration("LOADING_FAIL_AFTER", 10*time.Minute),
 		SettleEvery:        r.duration("SETTLE_EVERY", time.Second),
 		SettledKeyTTL:      r.duration("SETTLED_KEY_TTL", 24*time.Hour),
+
+		IdempotencyTTL:   r.duration("IDEMPOTENCY_TTL", 24*time.Hour),
+		UserGrabRate:     r.count("USER_GRAB_RATE", 0),
+		UserDailyGrabs:   r.count("USER_DAILY_GRABS", 0),
+		SenderDailyCents: int64(r.count("SENDER_DAILY_CENTS", 0)),
 	}
 	c.GrabberAuth = r.authMode("GRABBER_AUTH", c.GrabberAPIToken != "")
 	if c.AccessLog && (c.LogLevel == "warn" || c.LogLevel == "error") {

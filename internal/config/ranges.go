@@ -28,6 +28,9 @@ var intRanges = map[string]intRange{
 	"SHORT_ID_MAX":       {0, maxJSONInt},
 	"FLUSH_BATCH_SIZE":   {1, 100_000},
 	"WEBHOOK_WORKERS":    {1, 64},
+	"USER_GRAB_RATE":     {0, 1_000_000}, // also the bucket's size: a second's grabs at once
+	"USER_DAILY_GRABS":   {0, 1_000_000_000},
+	"SENDER_DAILY_CENTS": {0, maxJSONInt}, // the Redis counter adds cents up exactly only below 2^53
 }
 
 // maxJSONInt is the largest integer every JSON reader holds exactly.
@@ -53,6 +56,7 @@ var durationRanges = map[string]durationRange{
 	"WEBHOOK_TIMEOUT":      {time.Millisecond, 10 * time.Minute},
 	"WEBHOOK_MAX_BACKOFF":  {time.Millisecond, 7 * day},
 	"EVENTS_RETENTION":     {time.Minute, 100 * 365 * day},
+	"IDEMPOTENCY_TTL":      {time.Minute, 30 * day},
 }
 
 // shortDuration writes d as the README does: 5s, 2m, 168h.

@@ -34,12 +34,12 @@ func (c *Cleanups) AddClose(name string, close func()) {
 	c.Add(name, func(context.Context) error { close(); return nil })
 }
 
-// Run runs the steps last-added first, within timeout in all, and returns
-// their errors joined. A step still running at the deadline is reported and
-// left behind: the process is about to exit, and waiting longer is what the
+// Run runs the steps last-added first, all by deadline, and returns their
+// errors joined. A step still running at the deadline is reported and left
+// behind: the process is about to exit, and waiting longer is what the
 // deadline forbids.
-func (c *Cleanups) Run(log *zap.Logger, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func (c *Cleanups) Run(log *zap.Logger, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var errs []error
 	for i := len(c.steps) - 1; i >= 0; i-- {
@@ -68,5 +68,23 @@ func runStep(ctx context.Context, s cleanup) error {
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("still running at the shutdown deadline: %w", ctx.Err())
+	}
+}
+
+// ShutdownDeadline returns a function giving the time a daemon's shutdown
+// must be over by: timeout (SHUTDOWN_TIMEOUT) after ctx ended. The HTTP
+// servers drain within the same timeout from the same moment, so draining
+// and the cleanups after it share one budget.
+func ShutdownDeadline(ctx context.Context, timeout time.Duration) func() time.Time {
+	ended := make(chan time.Time, 1)
+	context.AfterFunc(ctx, func() { ended <- time.Now() })
+	return func() time.Time {
+		select {
+		case t := <-ended:
+			ended <- t
+			return t.Add(timeout)
+		default: // not ended: the budget starts now
+			return time.Now().Add(timeout)
+		}
 	}
 }

@@ -18,7 +18,7 @@ func TestCleanupsRunInReverseAndReportEachFailure(t *testing.T) {
 	c.AddClose("clients", func() { order = append(order, "clients") })
 	c.Add("flusher", func(context.Context) error { order = append(order, "flusher"); return errors.New("boom") })
 	c.Add("server", func(context.Context) error { order = append(order, "server"); return nil })
-	err := c.Run(zap.New(core), time.Second)
+	err := c.Run(zap.New(core), time.Now().Add(time.Second))
 	if got := strings.Join(order, ","); got != "server,flusher,clients" {
 		t.Errorf("order %s, want server,flusher,clients", got)
 	}
@@ -36,7 +36,7 @@ func TestCleanupsShareOneDeadline(t *testing.T) {
 	c.AddClose("after", func() { ran = true })
 	c.Add("stuck", func(ctx context.Context) error { <-ctx.Done(); time.Sleep(time.Second); return nil })
 	start := time.Now()
-	err := c.Run(zap.NewNop(), 50*time.Millisecond)
+	err := c.Run(zap.NewNop(), time.Now().Add(50*time.Millisecond))
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("Run took %v past a 50ms deadline", took)
 	}
@@ -45,5 +45,20 @@ func TestCleanupsShareOneDeadline(t *testing.T) {
 	}
 	if ran || !strings.Contains(err.Error(), "after: not run") {
 		t.Errorf("a step after the deadline ran (%v) or was not reported: %v", ran, err)
+	}
+}
+
+func TestShutdownDeadlineCountsFromTheEnd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	deadline := ShutdownDeadline(ctx, time.Minute)
+	time.Sleep(20 * time.Millisecond)
+	before := time.Now()
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	for range 2 { // asked twice, the same answer
+		// A minute after the end, not after the first ask.
+		if d := deadline(); d.Before(before.Add(time.Minute)) || d.After(before.Add(time.Minute+40*time.Millisecond)) {
+			t.Fatalf("deadline %v, want a minute after %v", d, before)
+		}
 	}
 }

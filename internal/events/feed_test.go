@@ -21,7 +21,7 @@ func startListener(t *testing.T, url string) (*events.Listener, context.CancelFu
 	l := events.NewListener(url, zaptest.NewLogger(t))
 	listening := l.Changed()
 	ctx, cancel := context.WithCancel(context.Background())
-	go l.Run(ctx)
+	go func() { _ = l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-l.Done() })
 	select {
 	case <-listening:

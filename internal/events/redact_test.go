@@ -35,7 +35,7 @@ func TestWebhookLogsNoSecret(t *testing.T) {
 	w := events.NewWebhook(d.Store, nil, cfg, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
+	go func() { _ = w.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	waitFor(t, 10*time.Second, "a failed delivery logged", func() bool {
 		return logs.FilterMessage("webhook delivery failed; will retry").Len() >= 2

@@ -84,7 +84,7 @@ func TestRetentionRun(t *testing.T) {
 	r := &events.Retention{Store: d.Store, Age: 24 * time.Hour, DeliveredOnly: true, Every: 50 * time.Millisecond}
 	ctx, cancel := context.WithCancel(ctxT(t))
 	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
+	go func() { _ = r.Run(ctx); close(done) }()
 	waitFor(t, 5*time.Second, "events pruned at start", func() bool { return d.count(t, `SELECT count(*) FROM events`) == 0 })
 	d.claimPackets(t, 1, 0, 4) // a replay: nothing new
 	d.openEnvelope(t, 2, 1)

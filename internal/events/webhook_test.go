@@ -179,7 +179,7 @@ func runWebhook(t *testing.T, d db, l *events.Listener, cfg events.WebhookConfig
 	w := events.NewWebhook(d.Store, l, cfg, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
+	go func() { _ = w.Run(ctx); close(done) }()
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)

@@ -33,10 +33,25 @@ const finishTimeout = 10 * time.Second
 // envelope and its packets (status loading) in one transaction, loads the
 // Redis pool (meta last) and marks the envelope open.
 func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envelope, error) {
+	return s.create(ctx, req, nil)
+}
+
+// create is Create writing key (when not nil) with the envelope.
+func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *pgstore.IdempotencyKey) (Envelope, error) {
 	ttl, err := s.limits.Validate(req)
 	if err != nil {
 		return Envelope{}, err
 	}
+	giveBack, err := s.reserveCents(ctx, req)
+	if err != nil {
+		return Envelope{}, err
+	}
+	written := false
+	defer func() {
+		if !written {
+			giveBack()
+		}
+	}()
 	count := int(req.Count)
 	amounts, err := s.split(req.TotalCents, count)
 	if err != nil {
@@ -55,9 +70,10 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
 		TotalCents: req.TotalCents, Count: count, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
-	if err := s.insert(ctx, &row, firstPacket, amounts); err != nil {
+	if err := s.insert(ctx, &row, firstPacket, amounts, key); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	written = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	status, err := s.load(ctx, row, firstPacket, amounts)
@@ -81,14 +97,15 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 const shareCodeTries = 20
 
 // insert gives the envelope a share code and writes it with its packets.
-func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64) error {
+func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64,
+	key *pgstore.IdempotencyKey) error {
 	for try := 1; ; try++ {
 		code, err := s.shares.Next(ctx)
 		if err != nil {
 			return fmt.Errorf("share code: %w", err)
 		}
 		row.ShareCode = &code
-		err = s.pg.InsertEnvelope(ctx, *row, firstPacket, amounts)
+		err = s.pg.InsertEnvelopeKeyed(ctx, *row, firstPacket, amounts, key)
 		if !errors.Is(err, pgstore.ErrShareCodeTaken) || try == shareCodeTries {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/ids"
+	"redpacket/internal/limits"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/telemetry"
@@ -19,7 +20,7 @@ import (
 // user took before (Claim.Repeat).
 func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
 	start := time.Now()
-	c, err := s.grab(ctx, id, userID)
+	c, err := s.grabLimited(ctx, id, userID)
 	telemetry.GrabSeconds.Observe(time.Since(start).Seconds())
 	grabCounters[grabResult(c, err)].Inc()
 	return c, err
@@ -50,6 +51,8 @@ func grabResult(c redisstore.Claim, err error) string {
 		return "not_found"
 	case errors.Is(err, envelope.ErrInvalid):
 		return "invalid"
+	case errors.Is(err, limits.ErrExceeded), errors.As(err, new(*limits.RateLimitedError)):
+		return "limited"
 	case errors.Is(err, context.Canceled):
 		// The caller went away (a client that hung up) before the answer:
 		// not the service failing. A grab already sent still stands.

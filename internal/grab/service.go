@@ -50,6 +50,7 @@ type Service struct {
 	shares    Codes
 	shortIDs  ShortIDs
 	limits    envelope.Limits
+	safety    safety
 	now       func() time.Time
 	log       *zap.Logger
 	rands     sync.Pool // *rand.Rand, crypto-seeded
@@ -64,6 +65,7 @@ type Config struct {
 	Shares    Codes
 	ShortIDs  ShortIDs
 	Limits    envelope.Limits
+	Safety    Safety           // idempotency keys' time to live, per-user and per-sender limits
 	Now       func() time.Time // nil means time.Now; tests set a clock
 	Log       *zap.Logger
 }
@@ -75,6 +77,7 @@ func New(c Config) *Service {
 		shares: c.Shares, shortIDs: c.ShortIDs,
 		limits: c.Limits, now: c.Now, log: c.Log,
 	}
+	s.safety = newSafety(c.Safety)
 	if s.now == nil {
 		s.now = time.Now
 	}

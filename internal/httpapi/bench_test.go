@@ -85,7 +85,7 @@ func benchKeyring(b *testing.B, s *stack.Stack, o *httpapi.Options) string {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go kr.Run(ctx)
+	go func() { _ = kr.Run(ctx) }()
 	b.Cleanup(func() { cancel(); <-kr.Done() })
 	o.Keys = kr
 	return key

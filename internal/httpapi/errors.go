@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -10,7 +11,9 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/events"
 	"redpacket/internal/grab"
+	"redpacket/internal/idempotency"
 	"redpacket/internal/ids"
+	"redpacket/internal/limits"
 	"redpacket/internal/reqctx"
 )
 
@@ -39,6 +42,16 @@ func toAPIError(err error) *apiError {
 		return badRequest(fe.Error())
 	case errors.Is(err, envelope.ErrInvalid):
 		return badRequest(err.Error())
+	case errors.Is(err, idempotency.ErrInvalidKey):
+		return badRequest(err.Error())
+	case errors.Is(err, idempotency.ErrMismatch):
+		return &apiError{http.StatusUnprocessableEntity, "idempotency_mismatch", err.Error()}
+	case errors.Is(err, idempotency.ErrInProgress):
+		return &apiError{http.StatusConflict, "idempotency_in_progress", err.Error()}
+	case errors.Is(err, limits.ErrExceeded):
+		return &apiError{http.StatusForbidden, "limit_exceeded", err.Error()}
+	case errors.As(err, new(*limits.RateLimitedError)):
+		return &apiError{http.StatusTooManyRequests, "rate_limited", err.Error()}
 	case errors.Is(err, apikey.ErrInsufficientScope):
 		return &apiError{http.StatusForbidden, "insufficient_scope", err.Error()}
 	case errors.Is(err, grab.ErrNotFound):
@@ -83,6 +96,10 @@ func (rt *router) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	case ae.status >= 500:
 		rt.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", ae.status), zap.Error(err))
+	}
+	var rl *limits.RateLimitedError
+	if errors.As(err, &rl) {
+		w.Header().Set("Retry-After", strconv.FormatInt(rl.RetryAfterSeconds(), 10))
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = ae.code, ae.message

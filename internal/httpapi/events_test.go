@@ -43,7 +43,7 @@ func newEventsClient(t *testing.T, token string) (*stack.Stack, client) {
 	l := events.NewListener(s.DBURL, zaptest.NewLogger(t))
 	listening := l.Changed()
 	ctx, cancel := context.WithCancel(context.Background())
-	go l.Run(ctx)
+	go func() { _ = l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-l.Done() })
 	<-listening
 	api := httpapi.New(s.Svc, httpapi.Options{Token: token, Events: events.NewFeed(s.PG, l)})

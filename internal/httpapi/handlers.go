@@ -5,6 +5,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
+	"redpacket/internal/idempotency"
 )
 
 type createRequest struct {
@@ -25,23 +26,42 @@ type createResponse struct {
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
-	var req createRequest
-	if err := decode(w, r, &req, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	e, err := a.svc.Create(r.Context(), envelope.CreateRequest{
-		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
-		ExpiresInSeconds: req.ExpiresInSeconds,
-	})
+	key, keyed, err := idempotency.ParseKey(r.Header.Values(idempotency.Header))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, createResponse{
+	body, err := readBody(w, r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var req createRequest
+	if err := decodeBody(body, &req, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	creq := envelope.CreateRequest{
+		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
+		ExpiresInSeconds: req.ExpiresInSeconds,
+	}
+	if keyed {
+		a.createIdempotent(w, r, creq, idempotency.Request{Key: key, Fingerprint: idempotency.Fingerprint(body)})
+		return
+	}
+	e, err := a.svc.Create(r.Context(), creq)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, createAnswer(e))
+}
+
+func createAnswer(e grab.Envelope) createResponse {
+	return createResponse{
 		EnvelopeID: e.ID, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
 		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
-	})
+	}
 }
 
 type grabRequest struct {

@@ -22,7 +22,7 @@ func newKeysAPI(t *testing.T, s *stack.Stack, refresh time.Duration, o httpapi.O
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go kr.Run(ctx)
+	go func() { _ = kr.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-kr.Done() })
 	o.Keys = kr
 	return httpapi.New(s.Svc, o)

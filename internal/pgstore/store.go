@@ -55,8 +55,20 @@ type Envelope = dbsqlc.Envelope
 // one transaction. Packet ids are firstPacketID, firstPacketID+1, ...; the
 // packets go in with COPY.
 func (s *Store) InsertEnvelope(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64) error {
+	return s.InsertEnvelopeKeyed(ctx, e, firstPacketID, amounts, nil)
+}
+
+// InsertEnvelopeKeyed is InsertEnvelope writing also the create's
+// idempotency key (none when nil), first: a create with a key another create
+// holds waits for that one's transaction, then gets ErrIdempotencyKeyTaken
+// before it writes anything.
+func (s *Store) InsertEnvelopeKeyed(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64,
+	key *IdempotencyKey) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
+		if err := claimIdempotencyKey(ctx, q, key, e.ID); err != nil {
+			return err
+		}
 		err := q.InsertEnvelope(ctx, dbsqlc.InsertEnvelopeParams{
 			ID: e.ID, Shard: e.Shard, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents,
 			Count: e.Count, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,

@@ -96,3 +96,26 @@ func (k Keys) ShortIDs() string { return k.ids() + ":shortids" }
 // ShortIDsReady marks the bitmap as complete (rebuilt from PostgreSQL if it
 // was lost).
 func (k Keys) ShortIDsReady() string { return k.ids() + ":shortids:ready" }
+
+// user is the hash tag of a user's limit counters, for one client of the API
+// ("" without API keys): one slot holds them all, so one script reads and
+// writes them together whatever envelope is grabbed. The client's name is
+// length-prefixed, so no client and user pair spells another's.
+func (k Keys) user(client, userID string) string {
+	return "{" + k.prefix + ":u:" + strconv.Itoa(len(client)) + ":" + client + ":" + userID + "}"
+}
+
+// UserGrabRate is the token bucket of a user's grabs (USER_GRAB_RATE).
+func (k Keys) UserGrabRate(client, userID string) string { return k.user(client, userID) + ":rate" }
+
+// UserDailyGrabs counts the packets a user received (or is being granted)
+// on day yyyyMMdd (USER_DAILY_GRABS).
+func (k Keys) UserDailyGrabs(client, userID, day string) string {
+	return k.user(client, userID) + ":grabs:" + day
+}
+
+// SenderDailyCents counts the cents a sender put into envelopes on day
+// yyyyMMdd (SENDER_DAILY_CENTS).
+func (k Keys) SenderDailyCents(client, senderID, day string) string {
+	return "{" + k.prefix + ":snd:" + strconv.Itoa(len(client)) + ":" + client + ":" + senderID + "}:cents:" + day
+}

@@ -170,6 +170,26 @@ type EventMessage struct {
 	LastError *string
 }
 
+// One row per Idempotency-Key a create sent and the envelope it made; kept until expires_at (IDEMPOTENCY_TTL after the create).
+type IdempotencyKey struct {
+	// The API key's name that sent the create (GRABBER_AUTH=keys); '' without API keys. Keys are scoped to it.
+	ClientName string
+	// The Idempotency-Key header: 1 to 255 visible ASCII characters.
+	IdemKey string
+	// SHA-256 of the request body; a repeat with another body is refused (422 idempotency_mismatch).
+	RequestSha256 []byte
+	// The envelope the create made (envelopes.id).
+	EnvelopeID int64
+	// When the create wrote its envelope, UTC.
+	CreatedAt time.Time
+	// When the key is forgotten, UTC: a later create with it makes a new envelope.
+	ExpiresAt time.Time
+	// HTTP status of the answer given; NULL until the envelope is open (a repeat meanwhile is 409 idempotency_in_progress).
+	ResponseStatus *int32
+	// The answer's body exactly as sent, replayed to repeats; NULL with response_status.
+	ResponseBody []byte
+}
+
 // Ranges of the per-shard, per-day order-number counters reserved for Redis. One statement adds a step to reserved_upto and returns it, so reservations never overlap; a shard hands out counter values only up to a reserved ceiling.
 type OrderNoReservation struct {
 	// The day of the order numbers (the yyyyMMdd they start with), in ID_TIME_ZONE.

@@ -32,6 +32,9 @@ type Stack struct {
 	Redis  *redisstore.Store
 	Svc    *grab.Service
 	Clock  *testenv.Clock
+	// Config is what Svc was built with: a test builds a service of other
+	// settings over the same stores from it.
+	Config grab.Config
 }
 
 // New builds a stack on the test Redis; everything is closed and dropped
@@ -65,11 +68,12 @@ func build(t testing.TB, redisFor func(testing.TB) (redis.UniversalClient, strin
 	// The store numbers its grants with it, so it must outlive every grab.
 	orderNos := ids.NewOrderNumbers(s.Redis, s.PG, ids.OrderConfig{Log: zaptest.NewLogger(t)})
 	t.Cleanup(orderNos.Close)
-	s.Svc = grab.New(grab.Config{
+	s.Config = grab.Config{
 		PG: s.PG, Redis: s.Redis, EnvIDs: envIDs, PacketIDs: packetIDs,
 		Shares:   ids.NewShareCodes(rdb, s.Redis.Keys(), ids.ShareConfig{Now: s.Clock.Now}),
 		ShortIDs: ids.NewShortIDs(rdb, s.Redis.Keys(), pool, ids.ShortIDConfig{}),
 		Limits:   envelope.DefaultLimits(), Now: s.Clock.Now, Log: zaptest.NewLogger(t),
-	})
+	}
+	s.Svc = grab.New(s.Config)
 	return s
 }

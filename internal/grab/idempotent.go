@@ -1,0 +1,124 @@
+package grab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/idempotency"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/reqctx"
+)
+
+// pruneKeys is how many expired idempotency keys a keyed create deletes:
+// more than one, so that deleting keeps ahead of creating.
+const pruneKeys = 16
+
+// Render turns a created envelope into the answer's body.
+type Render func(Envelope) ([]byte, error)
+
+// CreateIdempotent is Create for a request that carries an idempotency key
+// (scoped to the request's client in keys mode). The first request with the
+// key creates the envelope and writes the key with it in one transaction; a
+// repeat with the same body, within the key's time to live, gets the first
+// answer byte for byte (Replayed) and creates nothing; a repeat with another
+// body is idempotency.ErrMismatch; one arriving while the first has not
+// finished is idempotency.ErrInProgress. Only a create that made an envelope
+// is remembered: one refused (an invalid request) may be sent again.
+func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateRequest, ir idempotency.Request,
+	render Render) (idempotency.Answer, error) {
+	client, _ := reqctx.ClientName(ctx)
+	now := s.Now()
+	rec, err := s.pg.IdempotencyKey(ctx, client, ir.Key, now)
+	switch {
+	case err == nil:
+		return s.repeat(ctx, client, ir, rec, render)
+	case !errors.Is(err, pgstore.ErrNoIdempotencyKey):
+		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	key := &pgstore.IdempotencyKey{Client: client, Key: ir.Key, RequestSHA256: ir.Fingerprint,
+		CreatedAt: now, ExpiresAt: now.Add(s.safety.idempotencyTTL)}
+	e, err := s.create(ctx, req, key)
+	if errors.Is(err, pgstore.ErrIdempotencyKeyTaken) {
+		// Another request with the key wrote its envelope while this one
+		// was preparing its own, which was rolled back.
+		rec, err := s.pg.IdempotencyKey(ctx, client, ir.Key, now)
+		if err != nil {
+			return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return s.repeat(ctx, client, ir, rec, render)
+	}
+	if err != nil {
+		return idempotency.Answer{}, err
+	}
+	s.pruneKeys(ctx, now)
+	return s.record(ctx, client, ir.Key, e, render, false)
+}
+
+// repeat answers a request whose key has a live row.
+func (s *Service) repeat(ctx context.Context, client string, ir idempotency.Request, rec pgstore.IdempotencyRecord,
+	render Render) (idempotency.Answer, error) {
+	if !bytes.Equal(rec.RequestSHA256, ir.Fingerprint) {
+		return idempotency.Answer{}, idempotency.ErrMismatch
+	}
+	if rec.Body != nil {
+		return idempotency.Answer{Status: rec.Status, Body: rec.Body, Replayed: true}, nil
+	}
+	// No answer recorded: the first request is still loading its envelope,
+	// or it finished (or went away) before recording its answer, and its
+	// envelope tells which.
+	e, err := s.pg.Envelope(ctx, rec.EnvelopeID)
+	if err != nil {
+		return idempotency.Answer{}, fmt.Errorf("%w: envelope of idempotency key: %w", ErrUnavailable, err)
+	}
+	switch e.Status {
+	case envelope.StatusLoading:
+		return idempotency.Answer{}, idempotency.ErrInProgress
+	case envelope.StatusFailed:
+		return idempotency.Answer{}, fmt.Errorf("%w: envelope %d of this idempotency key could not be opened",
+			ErrUnavailable, e.ID)
+	}
+	return s.record(ctx, client, ir.Key, envelopeOf(e), render, true)
+}
+
+// record writes the answer of a keyed create unless one is written already,
+// and answers the one written: two requests that both finish a key's create
+// answer the same bytes.
+func (s *Service) record(ctx context.Context, client, key string, e Envelope, render Render,
+	replayed bool) (idempotency.Answer, error) {
+	body, err := render(e)
+	if err != nil {
+		return idempotency.Answer{}, err
+	}
+	status, saved, err := s.pg.SaveIdempotentResponse(ctx, client, key, e.ID, http.StatusCreated, body)
+	if err != nil {
+		// The envelope stands; a repeat rebuilds this answer from it.
+		reqctx.Logger(ctx, s.log).Warn("answer of an idempotent create not recorded",
+			zap.Int64("envelope_id", e.ID), zap.Error(err))
+		return idempotency.Answer{Status: http.StatusCreated, Body: body, Replayed: replayed}, nil
+	}
+	return idempotency.Answer{Status: status, Body: saved, Replayed: replayed || !bytes.Equal(saved, body)}, nil
+}
+
+// pruneKeys deletes a few expired keys; a failure only leaves them for the
+// next create.
+func (s *Service) pruneKeys(ctx context.Context, now time.Time) {
+	if _, err := s.pg.PruneIdempotencyKeys(ctx, now, pruneKeys); err != nil {
+		reqctx.Logger(ctx, s.log).Warn("expired idempotency keys not deleted", zap.Error(err))
+	}
+}
+
+func envelopeOf(e pgstore.Envelope) Envelope {
+	out := Envelope{ID: e.ID, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
+		Status: e.Status, ExpiresAt: e.ExpiresAt}
+	if e.ShareCode != nil {
+		out.ShareCode = *e.ShareCode
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package grab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/ids"
+	"redpacket/internal/limits"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/reqctx"
+)
+
+// grabLimited is grab within the user's limits. The grab is admitted first
+// (a token of the user's bucket and a packet of the user's day, reserved on
+// the user's slot), then sent to the envelope's shard; a grab that took no
+// packet gives its reservation back. So the day's count never passes the
+// cap, however the user's grabs spread over envelopes, shards and cluster
+// masters. A grab whose outcome is unknown (Redis failed) keeps its
+// reservation: the count may then undercount what the user may still get,
+// never the other way. A refused grab still answers a holder's repeat.
+func (s *Service) grabLimited(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
+	l := s.safety.limiter
+	if !l.LimitsGrabs() {
+		return s.grab(ctx, id, userID)
+	}
+	if err := envelope.ValidateUserID("user_id", userID); err != nil {
+		return redisstore.Claim{}, err
+	}
+	if id <= 0 {
+		return redisstore.Claim{}, ErrNotFound
+	}
+	client, _ := reqctx.ClientName(ctx)
+	res, err := l.AdmitGrab(ctx, client, userID, s.Now())
+	var rl *limits.RateLimitedError
+	switch {
+	case errors.Is(err, limits.ErrExceeded), errors.As(err, &rl):
+		return s.repeatOnly(ctx, id, userID, err)
+	case err != nil:
+		return redisstore.Claim{}, fmt.Errorf("%w: user limits: %w", ErrUnavailable, err)
+	}
+	c, err := s.grab(ctx, id, userID)
+	if tookNothing(c, err) {
+		// Given back even if the caller went away: a reservation kept
+		// would count a packet the user never got.
+		rctx := context.WithoutCancel(ctx)
+		if rerr := l.Release(rctx, res, err == nil && c.Repeat); rerr != nil {
+			reqctx.Logger(ctx, s.log).Warn("user's reserved grab not given back; the day's count is one high",
+				zap.Error(rerr))
+		}
+	}
+	return c, err
+}
+
+// tookNothing reports a grab that certainly took no packet.
+func tookNothing(c redisstore.Claim, err error) bool {
+	switch {
+	case err == nil:
+		return c.Repeat
+	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound),
+		errors.Is(err, ids.ErrExhausted):
+		return true
+	}
+	return false
+}
+
+// repeatOnly answers a grab the user's limits refused: the packet the user
+// holds (a holder's repeat is never limited), else the refusal.
+func (s *Service) repeatOnly(ctx context.Context, id int64, userID string, refusal error) (redisstore.Claim, error) {
+	loaded, held, err := s.redis.Holds(ctx, id, userID)
+	if err != nil {
+		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	switch {
+	case held:
+		// Once held, a claim stays: this grab is a repeat.
+		return s.grab(ctx, id, userID)
+	case !loaded:
+		// PostgreSQL answers it, and never grants.
+		if c, err := s.notLoaded(ctx, id, userID); err == nil && c.Repeat {
+			return c, nil
+		}
+	}
+	return redisstore.Claim{}, refusal
+}
+
+// reserveCents counts a create's cents on its sender's day, and returns
+// what gives them back if no envelope is written.
+func (s *Service) reserveCents(ctx context.Context, req envelope.CreateRequest) (func(), error) {
+	l := s.safety.limiter
+	client, _ := reqctx.ClientName(ctx)
+	now := s.Now()
+	err := l.ReserveCents(ctx, client, req.SenderID, req.TotalCents, now)
+	switch {
+	case errors.Is(err, limits.ErrExceeded):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("%w: sender limit: %w", ErrUnavailable, err)
+	}
+	return func() {
+		if err := l.ReleaseCents(context.WithoutCancel(ctx), client, req.SenderID, req.TotalCents, now); err != nil {
+			reqctx.Logger(ctx, s.log).Warn("sender's reserved cents not given back", zap.Error(err))
+		}
+	}, nil
+}
