@@ -64,6 +64,28 @@ type Envelope struct {
 	RefundedCents int64
 	SuspendedAt   *time.Time
 	SuspendReason *string
+	// How the money was split: random or fixed; set at creation.
+	Kind envelope.Kind
+	// How many users may grab (rows of envelope_recipients); 0: anyone. Set at creation.
+	RecipientsCount int
+	// Lowercase hex SHA-256 of "<envelope id>:<password>" when a grab must carry a password, else NULL. The password itself is stored nowhere.
+	PasswordDigest *string
+	// The sender's greeting, up to 64 characters; empty when none.
+	Greeting string
+	// The campaign's string keys and values, up to 20; carried in every event of the envelope.
+	Metadata json.RawMessage
+	// UTC instant before which grabs are refused (not_started); NULL: offered from created_at. expires_at counts from it.
+	StartsAt *time.Time
+	// UTC instant the sender closed the envelope early (POST .../close); expires_at was moved to it. NULL: never closed.
+	ClosedAt *time.Time
+}
+
+// The users who may grab an envelope with designated recipients, one row each; written with the envelope.
+type EnvelopeRecipient struct {
+	// The envelope.
+	EnvelopeID int64
+	// A user who may grab it.
+	UserID string
 }
 
 type EnvelopeTotal struct {
