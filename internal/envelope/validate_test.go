@@ -38,7 +38,9 @@ func TestValidate(t *testing.T) {
 		{"total 0", with(func(r *CreateRequest) { r.TotalCents, r.Count = 0, 1 }), "total_cents", 0},
 		{"total negative", with(func(r *CreateRequest) { r.TotalCents, r.Count = -1, 1 }), "total_cents", 0},
 		{"total 1", with(func(r *CreateRequest) { r.TotalCents, r.Count = 1, 1 }), "", DefaultExpiresIn},
-		{"total max", with(func(r *CreateRequest) { r.TotalCents, r.Count = lim.MaxTotalCents, lim.MaxTotalCents/lim.MaxPacketCents }), "", DefaultExpiresIn},
+		{"total max", with(func(r *CreateRequest) {
+			r.TotalCents, r.Count = lim.MaxTotalCents, lim.MaxTotalCents/lim.MaxPacketCents
+		}), "", DefaultExpiresIn},
 		{"total max+1", with(func(r *CreateRequest) { r.TotalCents = lim.MaxTotalCents + 1 }), "total_cents", 0},
 		{"total == count", with(func(r *CreateRequest) { r.TotalCents, r.Count = 10, 10 }), "", DefaultExpiresIn},
 		{"total == count-1", with(func(r *CreateRequest) { r.TotalCents, r.Count = 9, 10 }), "total_cents", 0},

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"redpacket/internal/envelope"
@@ -8,10 +9,16 @@ import (
 )
 
 type createRequest struct {
-	SenderID         string `json:"sender_id"`
-	TotalCents       int64  `json:"total_cents"`
-	Count            int64  `json:"count"`
-	ExpiresInSeconds *int64 `json:"expires_in_seconds"`
+	SenderID         string            `json:"sender_id"`
+	TotalCents       int64             `json:"total_cents"`
+	Count            int64             `json:"count"`
+	ExpiresInSeconds *int64            `json:"expires_in_seconds"`
+	Kind             envelope.Kind     `json:"kind"`
+	Recipients       []string          `json:"recipients"`
+	Password         *string           `json:"password"`
+	Greeting         string            `json:"greeting"`
+	Metadata         map[string]string `json:"metadata"`
+	StartsAt         string            `json:"starts_at"`
 }
 
 type createResponse struct {
@@ -22,6 +29,18 @@ type createResponse struct {
 	Count      int             `json:"count"`
 	Status     envelope.Status `json:"status"`
 	ExpiresAt  Timestamp       `json:"expires_at"`
+	envelopeExtras
+}
+
+// envelopeExtras are the fields the create and status answers share about
+// how the envelope is offered. The password itself is never answered.
+type envelopeExtras struct {
+	Kind            envelope.Kind   `json:"kind"`
+	RecipientsCount int             `json:"recipients_count"`
+	HasPassword     bool            `json:"has_password"`
+	Greeting        string          `json:"greeting"`
+	Metadata        json.RawMessage `json:"metadata"`
+	StartsAt        Timestamp       `json:"starts_at"`
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +51,8 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := a.svc.Create(r.Context(), envelope.CreateRequest{
 		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
-		ExpiresInSeconds: req.ExpiresInSeconds,
+		ExpiresInSeconds: req.ExpiresInSeconds, Kind: req.Kind, Recipients: req.Recipients,
+		Password: req.Password, Greeting: req.Greeting, Metadata: req.Metadata, StartsAt: req.StartsAt,
 	})
 	if err != nil {
 		a.writeError(w, r, err)
@@ -41,11 +61,16 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, createResponse{
 		EnvelopeID: e.ID, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
 		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
+		envelopeExtras: envelopeExtras{
+			Kind: e.Kind, RecipientsCount: e.RecipientsCount, HasPassword: e.HasPassword,
+			Greeting: e.Greeting, Metadata: e.Metadata, StartsAt: Timestamp(e.StartsAt),
+		},
 	})
 }
 
 type grabRequest struct {
-	UserID string `json:"user_id"`
+	UserID   string `json:"user_id"`
+	Password string `json:"password"`
 }
 
 type grabResponse struct {
@@ -63,12 +88,12 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	user, err := decodeGrab(w, r)
+	req, err := decodeGrab(w, r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	c, err := a.svc.Grab(r.Context(), id, user)
+	c, err := a.svc.GrabWithPassword(r.Context(), id, req.UserID, req.Password)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -93,6 +118,8 @@ type statusResponse struct {
 	CreatedAt      Timestamp       `json:"created_at"`
 	ExpiresAt      Timestamp       `json:"expires_at"`
 	SettledAt      *Timestamp      `json:"settled_at,omitempty"`
+	ClosedAt       *Timestamp      `json:"closed_at,omitempty"`
+	envelopeExtras
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
@@ -128,7 +155,33 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status
 		t := Timestamp(*st.SettledAt)
 		resp.SettledAt = &t
 	}
+	if st.ClosedAt != nil {
+		t := Timestamp(*st.ClosedAt)
+		resp.ClosedAt = &t
+	}
+	resp.envelopeExtras = envelopeExtras{
+		Kind: st.Kind, RecipientsCount: st.RecipientsCount, HasPassword: st.PasswordDigest != nil,
+		Greeting: st.Greeting, Metadata: st.Metadata, StartsAt: Timestamp(st.CreatedAt),
+	}
+	if st.StartsAt != nil {
+		resp.StartsAt = Timestamp(*st.StartsAt)
+	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *API) closeEnvelope(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var empty struct{}
+	if err := decode(w, r, &empty, true); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	st, err := a.svc.Close(r.Context(), id)
+	a.writeStatus(w, r, st, err)
 }
 
 type shortIDResponse struct {
