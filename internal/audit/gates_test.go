@@ -3,6 +3,7 @@ package audit
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"redpacket/internal/envelope"
 )
@@ -30,4 +31,28 @@ func TestCheckGates(t *testing.T) {
 			t.Errorf("checks %v, want [%s]", got, c.want)
 		}
 	}
+}
+
+// The gates' checks read PostgreSQL as they should: a claim by someone not
+// among the recipients, one before the start, a fixed envelope of unequal
+// packets, and a recipients count that does not match its rows.
+func TestGateViolationsAreFound(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	created := time.Now().Add(-time.Hour)
+	for id := int64(1); id <= 4; id++ {
+		d.insert(id, "open", created, 10, 10, 10)
+	}
+	d.setStatus(1, "sold_out")
+	d.exec(`UPDATE envelopes SET recipients_count = 2 WHERE id IN (1, 4)`)
+	d.exec(`INSERT INTO envelope_recipients VALUES (1, 'u0'), (1, 'u1'), (4, 'u0')`)
+	d.claimFirst(1, 3) // u2 is no recipient
+	d.exec(`UPDATE envelopes SET starts_at = now() + interval '1 hour' WHERE id = 2`)
+	d.claimFirst(2, 1)
+	d.exec(`UPDATE envelopes SET kind = 'fixed' WHERE id = 3`)
+	d.exec(`UPDATE packets SET amount_cents = amount_cents + 1 WHERE id = $1`, packet(3, 0))
+	d.exec(`UPDATE packets SET amount_cents = amount_cents - 1 WHERE id = $1`, packet(3, 1))
+	assertViolations(t, d.runPG(Options{}), map[int64][]string{
+		1: {CheckNotRecipient}, 2: {CheckBeforeStart}, 3: {CheckFixedAmounts}, 4: {CheckRecipientsCount},
+	})
 }
