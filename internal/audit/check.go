@@ -25,6 +25,10 @@ const (
 	CheckRedisPool          = "redis_pool"          // pool + claims in Redis != count while open
 	CheckRedisClaims        = "redis_claims"        // a settled envelope's claims in Redis differ from PostgreSQL's
 	CheckConflict           = "conflict"            // a claim_conflicts row: an answered grab not paid, or corruption
+	CheckFixedAmounts       = "fixed_amounts"       // a fixed envelope's packets are not all total_cents / count
+	CheckRecipientsCount    = "recipients_count"    // recipients_count differs from the envelope's recipient rows
+	CheckNotRecipient       = "not_recipient"       // a packet of an envelope with recipients is held by another user
+	CheckBeforeStart        = "before_start"        // a packet was claimed before the envelope's starts_at
 )
 
 // envelopeRow is an envelope as stored and the aggregate of its packets, read
@@ -38,6 +42,10 @@ type envelopeRow struct {
 	RefundedCents int64 // envelopes.refunded_cents
 	HasSettledAt  bool
 	Packets       packetTotals
+
+	Kind            envelope.Kind
+	RecipientsCount int64 // envelopes.recipients_count
+	RecipientRows   int64 // rows of envelope_recipients
 }
 
 // packetTotals aggregates one envelope's packets.
@@ -50,6 +58,9 @@ type packetTotals struct {
 	RefundedCents      int64
 	ClaimedAndRefunded int64 // packets with both
 	UsersTwice         int64 // claimed packets beyond each user's first
+	MinCents, MaxCents int64 // smallest and largest amount
+	NotRecipient       int64 // claimed by a user not among the recipients (when there are some)
+	BeforeStart        int64 // claimed before starts_at
 }
 
 // final reports whether an envelope's money can no longer move.
@@ -71,7 +82,26 @@ func checkEnvelope(r envelopeRow) []Violation {
 		checkFinal(r, add)
 	}
 	checkStatus(r, add)
+	checkGates(r, add)
 	return out
+}
+
+// checkGates checks the packets against how the envelope was offered: a
+// fixed split, its recipients, its start.
+func checkGates(r envelopeRow, add addFunc) {
+	p := r.Packets
+	if r.Kind == envelope.KindFixed && p.N > 0 && (p.MinCents != p.MaxCents || p.MaxCents*r.Count != r.TotalCents) {
+		add(CheckFixedAmounts, "fixed: packets of %d to %d cents, want %d / %d each", p.MinCents, p.MaxCents, r.TotalCents, r.Count)
+	}
+	if r.RecipientsCount != r.RecipientRows {
+		add(CheckRecipientsCount, "recipients_count is %d, %d recipients stored", r.RecipientsCount, r.RecipientRows)
+	}
+	if p.NotRecipient > 0 {
+		add(CheckNotRecipient, "%d packets held by users who are not recipients", p.NotRecipient)
+	}
+	if p.BeforeStart > 0 {
+		add(CheckBeforeStart, "%d packets claimed before starts_at", p.BeforeStart)
+	}
 }
 
 type addFunc func(check, format string, args ...any)

@@ -81,7 +81,9 @@ func pageRow(r dbsqlc.AuditPageSinceRow) envelopeRow {
 			N: r.N, Cents: r.Cents, ClaimedN: r.ClaimedN, ClaimedCents: r.PacketsClaimedCents,
 			RefundedN: r.RefundedN, RefundedCents: r.PacketsRefundedCents,
 			ClaimedAndRefunded: r.ClaimedAndRefunded, UsersTwice: r.UsersTwice,
+			MinCents: r.MinCents, MaxCents: r.MaxCents, NotRecipient: r.NotRecipient, BeforeStart: r.BeforeStart,
 		},
+		Kind: r.Kind, RecipientsCount: int64(r.RecipientsCount), RecipientRows: r.RecipientRows,
 	}
 }
 

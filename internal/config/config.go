@@ -82,8 +82,9 @@ func Load(getenv func(string) string) (Config, error) {
 		FlusherMaxConns: r.int("FLUSHER_MAX_CONNS", 64),
 		LogLevel:        r.logLevel("LOG_LEVEL", "info"),
 		Limits: envelope.Limits{
-			MaxPackets:    r.int("MAX_PACKETS", 100000),
-			MaxTotalCents: int64(r.int("MAX_TOTAL_CENTS", 100000000)),
+			MaxPackets:     r.int("MAX_PACKETS", 100000),
+			MaxTotalCents:  int64(r.int("MAX_TOTAL_CENTS", 100000000)),
+			MaxPacketCents: int64(r.int("MAX_PACKET_CENTS", 20000)),
 		},
 		ShutdownTimeout: r.duration("SHUTDOWN_TIMEOUT", 10*time.Second),
 

@@ -51,6 +51,22 @@ func Statuses() []Status {
 	return []Status{StatusLoading, StatusOpen, StatusSoldOut, StatusExpired, StatusSettled, StatusSuspended, StatusFailed}
 }
 
+// Kind is how an envelope's money is split: the type of the PostgreSQL
+// domain envelope_kind, which allows exactly these values.
+type Kind string
+
+// The kinds. The strings are stored and answered, so they must not change.
+const (
+	KindRandom Kind = "random" // double-mean draws (the default)
+	KindFixed  Kind = "fixed"  // every packet total_cents / count
+)
+
+// String returns the kind as stored.
+func (k Kind) String() string { return string(k) }
+
+// Kinds lists every kind.
+func Kinds() []Kind { return []Kind{KindRandom, KindFixed} }
+
 // ErrInvalid is wrapped by every validation error (errors.Is(err, ErrInvalid)).
 var ErrInvalid = errors.New("invalid argument")
 

@@ -15,7 +15,19 @@ import (
 // Split does not apply Limits: callers validate the request first, since the
 // result is a slice of count amounts.
 func Split(total int64, count int, r *rand.Rand) ([]int64, error) {
-	amounts, err := splitOrdered(total, count, r)
+	return SplitCapped(total, count, total, r)
+}
+
+// SplitCapped is Split with no packet above maxPacket cents: each draw is
+// also held to [remaining - (left-1)*maxPacket, maxPacket], so the packets
+// after it can still take the rest (a draw the double-mean bound would put
+// below that range takes its lower end). It errors when the total cannot fit:
+// total > count * maxPacket.
+func SplitCapped(total int64, count int, maxPacket int64, r *rand.Rand) ([]int64, error) {
+	if count >= 1 && maxPacket >= 1 && (total+int64(count)-1)/int64(count) > maxPacket {
+		return nil, &FieldError{Field: "total_cents", Problem: "must be at most count × the largest packet"}
+	}
+	amounts, err := splitOrdered(total, count, maxPacket, r)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +37,7 @@ func Split(total int64, count int, r *rand.Rand) ([]int64, error) {
 
 // splitOrdered does the double-mean draws in draw order, without the
 // shuffle, so tests can check each draw against the bound it was drawn under.
-func splitOrdered(total int64, count int, r *rand.Rand) ([]int64, error) {
+func splitOrdered(total int64, count int, maxPacket int64, r *rand.Rand) ([]int64, error) {
 	if count < 1 {
 		return nil, &FieldError{Field: "count", Problem: "must be at least 1"}
 	}
@@ -38,12 +50,35 @@ func splitOrdered(total int64, count int, r *rand.Rand) ([]int64, error) {
 		// The bound is at least 2 because remaining >= packets left, so the
 		// range [1, bound) is never empty; and bound-1 <= remaining-(left-1),
 		// so the packets after this one can still get 1 cent each.
-		bound := doubleMeanBound(remaining, int64(count-i))
-		a := 1 + r.Int64N(bound-1)
+		left := int64(count - i)
+		bound := doubleMeanBound(remaining, left)
+		lo, hi := int64(1), min(bound-1, maxPacket)
+		// remaining <= left*maxPacket holds before each draw, so lo <=
+		// maxPacket, and remaining-a <= (left-1)*maxPacket after it.
+		// (left-1)*maxPacket is formed only when it is at most remaining,
+		// so it cannot overflow.
+		if remaining/maxPacket >= left-1 {
+			lo = max(lo, remaining-(left-1)*maxPacket)
+		}
+		hi = max(hi, lo)
+		a := lo + r.Int64N(hi-lo+1)
 		amounts[i] = a
 		remaining -= a
 	}
 	amounts[count-1] = remaining
+	return amounts, nil
+}
+
+// Fixed divides total into count packets of total / count each; it errors
+// (wrapping ErrInvalid) when that is not a whole number of cents.
+func Fixed(total int64, count int) ([]int64, error) {
+	if count < 1 || total < int64(count) || total%int64(count) != 0 {
+		return nil, &FieldError{Field: "total_cents", Problem: "must be a multiple of count for a fixed envelope"}
+	}
+	amounts := make([]int64, count)
+	for i := range amounts {
+		amounts[i] = total / int64(count)
+	}
 	return amounts, nil
 }
 

@@ -125,7 +125,7 @@ func TestSplitSingle(t *testing.T) {
 func TestSplitDoubleMeanBound(t *testing.T) {
 	for _, c := range splitCases {
 		for seed := range uint64(5) {
-			ordered, err := splitOrdered(c.total, c.count, rand.New(rand.NewPCG(seed, 2)))
+			ordered, err := splitOrdered(c.total, c.count, math.MaxInt64, rand.New(rand.NewPCG(seed, 2)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestSplitIsShuffledOrdered(t *testing.T) {
 	const seeds = 50
 	reordered := 0
 	for seed := range uint64(seeds) {
-		ordered, err := splitOrdered(10000, 100, rand.New(rand.NewPCG(seed, 2)))
+		ordered, err := splitOrdered(10000, 100, math.MaxInt64, rand.New(rand.NewPCG(seed, 2)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func FuzzSplit(f *testing.F) {
 			t.Fatalf("Split(%d, %d): %v", total, count, err)
 		}
 		checkAmounts(t, total, count, amounts)
-		ordered, err := splitOrdered(total, count, rand.New(rand.NewPCG(seed, 2)))
+		ordered, err := splitOrdered(total, count, math.MaxInt64, rand.New(rand.NewPCG(seed, 2)))
 		if err != nil {
 			t.Fatalf("splitOrdered(%d, %d): %v", total, count, err)
 		}

@@ -9,8 +9,9 @@ import (
 // DefaultLimits unless configured otherwise (a zero Limits rejects every
 // request).
 type Limits struct {
-	MaxPackets    int   // largest allowed count
-	MaxTotalCents int64 // largest allowed total_cents
+	MaxPackets     int   // largest allowed count
+	MaxTotalCents  int64 // largest allowed total_cents
+	MaxPacketCents int64 // largest packet of any split
 }
 
 // MaxCents bounds every amount of money the service stores or adds up
@@ -19,9 +20,10 @@ type Limits struct {
 const MaxCents = 1<<53 - 1
 
 // DefaultLimits returns the limits of the API contract: at most 100000
-// packets and at most 100000000 cents (1,000,000.00) per envelope.
+// packets and at most 100000000 cents (1,000,000.00) per envelope, and no
+// packet above 20000 cents (200.00, the usual cap of a red packet).
 func DefaultLimits() Limits {
-	return Limits{MaxPackets: 100000, MaxTotalCents: 100000000}
+	return Limits{MaxPackets: 100000, MaxTotalCents: 100000000, MaxPacketCents: 20000}
 }
 
 // DefaultExpiresIn is the lifetime of an envelope whose request gives no
@@ -35,35 +37,72 @@ const MaxExpiresIn = 604800 * time.Second
 const maxIDLen = 64
 
 // CreateRequest is what a sender asks for. ExpiresInSeconds nil means the
-// default (86400).
+// default (86400); Kind "" means KindRandom; Recipients nil means anyone may
+// grab; Password nil means no password; StartsAt "" means from creation.
 type CreateRequest struct {
 	SenderID         string
 	TotalCents       int64
 	Count            int64
 	ExpiresInSeconds *int64
+	Kind             Kind
+	Recipients       []string
+	Password         *string
+	Greeting         string
+	Metadata         map[string]string
+	StartsAt         string // RFC 3339
 }
 
-// Validate checks every rule and returns the first violation as *FieldError.
-// It returns the effective expiry duration.
-//
-// The rules are checked in this order: sender_id, total_cents range, count
-// range, total_cents >= count, expires_in_seconds. Each field's own range is
-// checked before the cross-field rule so that, say, count 0 is reported as a
-// bad count rather than as a total that is too small.
+// Checked is what a valid request comes to.
+type Checked struct {
+	Kind     Kind
+	TTL      time.Duration // from StartsAt
+	StartsAt time.Time     // zero: offered from creation
+}
+
+// Validate checks every rule as Check does at the present time and returns
+// the effective expiry duration.
 func (l Limits) Validate(r CreateRequest) (time.Duration, error) {
+	c, err := l.Check(r, time.Now())
+	return c.TTL, err
+}
+
+// Check checks every rule and returns the first violation as *FieldError.
+//
+// The rules are checked in this order: sender_id, kind, total_cents range,
+// count range, total_cents >= count, the split's packets under
+// MaxPacketCents, recipients, password, greeting, metadata,
+// expires_in_seconds, starts_at. Each field's own range is checked before
+// the cross-field rules so that, say, count 0 is reported as a bad count
+// rather than as a total that is too small.
+func (l Limits) Check(r CreateRequest, now time.Time) (Checked, error) {
 	if err := ValidateUserID("sender_id", r.SenderID); err != nil {
-		return 0, err
+		return Checked{}, err
+	}
+	kind, err := checkKind(r.Kind)
+	if err != nil {
+		return Checked{}, err
 	}
 	if maxTotal := min(l.MaxTotalCents, MaxCents); r.TotalCents < 1 || r.TotalCents > maxTotal {
-		return 0, rangeError("total_cents", 1, maxTotal)
+		return Checked{}, rangeError("total_cents", 1, maxTotal)
 	}
 	if r.Count < 1 || r.Count > int64(l.MaxPackets) {
-		return 0, rangeError("count", 1, int64(l.MaxPackets))
+		return Checked{}, rangeError("count", 1, int64(l.MaxPackets))
 	}
 	if r.TotalCents < r.Count {
-		return 0, &FieldError{Field: "total_cents", Problem: "must be at least count (every packet is at least 1 cent)"}
+		return Checked{}, &FieldError{Field: "total_cents", Problem: "must be at least count (every packet is at least 1 cent)"}
 	}
-	return expiry(r.ExpiresInSeconds)
+	if err := l.checkSplit(kind, r.TotalCents, r.Count); err != nil {
+		return Checked{}, err
+	}
+	if err := checkExtras(r); err != nil {
+		return Checked{}, err
+	}
+	ttl, err := expiry(r.ExpiresInSeconds)
+	if err != nil {
+		return Checked{}, err
+	}
+	start, err := startsAt(r.StartsAt, now)
+	return Checked{Kind: kind, TTL: ttl, StartsAt: start}, err
 }
 
 // expiry turns the optional expires_in_seconds into a duration.
@@ -77,6 +116,31 @@ func expiry(seconds *int64) (time.Duration, error) {
 	}
 	// Bounded above, so the multiplication cannot overflow.
 	return time.Duration(*seconds) * time.Second, nil
+}
+
+func checkKind(k Kind) (Kind, error) {
+	switch k {
+	case "":
+		return KindRandom, nil
+	case KindRandom, KindFixed:
+		return k, nil
+	}
+	return "", &FieldError{Field: "kind", Problem: "must be random or fixed"}
+}
+
+// checkSplit refuses an envelope whose packets cannot all stay within
+// MaxPacketCents, and a fixed one whose total is not count equal packets.
+// The average is compared rounded up, so count * MaxPacketCents is never
+// formed (it can pass int64).
+func (l Limits) checkSplit(kind Kind, total, count int64) error {
+	if kind == KindFixed && total%count != 0 {
+		return &FieldError{Field: "total_cents", Problem: "must be a multiple of count for a fixed envelope"}
+	}
+	if (total+count-1)/count > l.MaxPacketCents {
+		return &FieldError{Field: "total_cents", Problem: "must be at most count × " +
+			strconv.FormatInt(l.MaxPacketCents, 10) + " (no packet may exceed MAX_PACKET_CENTS)"}
+	}
+	return nil
 }
 
 func rangeError(field string, lo, hi int64) *FieldError {

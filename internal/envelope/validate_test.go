@@ -38,7 +38,9 @@ func TestValidate(t *testing.T) {
 		{"total 0", with(func(r *CreateRequest) { r.TotalCents, r.Count = 0, 1 }), "total_cents", 0},
 		{"total negative", with(func(r *CreateRequest) { r.TotalCents, r.Count = -1, 1 }), "total_cents", 0},
 		{"total 1", with(func(r *CreateRequest) { r.TotalCents, r.Count = 1, 1 }), "", DefaultExpiresIn},
-		{"total max", with(func(r *CreateRequest) { r.TotalCents = lim.MaxTotalCents }), "", DefaultExpiresIn},
+		{"total max", with(func(r *CreateRequest) {
+			r.TotalCents, r.Count = lim.MaxTotalCents, lim.MaxTotalCents/lim.MaxPacketCents
+		}), "", DefaultExpiresIn},
 		{"total max+1", with(func(r *CreateRequest) { r.TotalCents = lim.MaxTotalCents + 1 }), "total_cents", 0},
 		{"total == count", with(func(r *CreateRequest) { r.TotalCents, r.Count = 10, 10 }), "", DefaultExpiresIn},
 		{"total == count-1", with(func(r *CreateRequest) { r.TotalCents, r.Count = 9, 10 }), "total_cents", 0},
@@ -127,7 +129,7 @@ func TestValidateProblems(t *testing.T) {
 }
 
 func TestValidateCustomLimits(t *testing.T) {
-	lim := Limits{MaxPackets: 5, MaxTotalCents: 500}
+	lim := Limits{MaxPackets: 5, MaxTotalCents: 500, MaxPacketCents: 500}
 	if _, err := lim.Validate(CreateRequest{SenderID: "a", TotalCents: 500, Count: 5}); err != nil {
 		t.Fatalf("at the limits: %v", err)
 	}
@@ -136,7 +138,7 @@ func TestValidateCustomLimits(t *testing.T) {
 	_, err = lim.Validate(CreateRequest{SenderID: "a", TotalCents: 501, Count: 5})
 	checkFieldError(t, err, "total_cents")
 	// Limits set past what stays exact are held to MaxCents.
-	huge := Limits{MaxPackets: 5, MaxTotalCents: 1e17}
+	huge := Limits{MaxPackets: 5, MaxTotalCents: 1e17, MaxPacketCents: MaxCents}
 	_, err = huge.Validate(CreateRequest{SenderID: "a", TotalCents: MaxCents + 1, Count: 5})
 	checkFieldError(t, err, "total_cents")
 	if _, err := huge.Validate(CreateRequest{SenderID: "a", TotalCents: MaxCents, Count: 5}); err != nil {
@@ -145,7 +147,7 @@ func TestValidateCustomLimits(t *testing.T) {
 }
 
 func TestDefaultLimits(t *testing.T) {
-	if got := DefaultLimits(); got != (Limits{MaxPackets: 100000, MaxTotalCents: 100000000}) {
+	if got := DefaultLimits(); got != (Limits{MaxPackets: 100000, MaxTotalCents: 100000000, MaxPacketCents: 20000}) {
 		t.Fatalf("DefaultLimits() = %+v", got)
 	}
 	if DefaultExpiresIn != 86400*time.Second || MaxExpiresIn != 7*24*time.Hour {

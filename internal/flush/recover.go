@@ -149,7 +149,11 @@ func (f *Flusher) reload(ctx context.Context, e pgstore.Envelope) error {
 	for i := range ids {
 		pool[i] = redisstore.Packet{ID: ids[i], AmountCents: amounts[i]}
 	}
-	return f.redis.Reload(ctx, e.ID, e.ExpiresAt, e.TotalCents, e.Count, claims, pool)
+	g, err := f.gates(ctx, e)
+	if err != nil {
+		return err
+	}
+	return f.redis.Reload(ctx, e.ID, e.ExpiresAt, e.TotalCents, e.Count, claims, pool, g)
 }
 
 // WriteText prints the plan for an operator.

@@ -66,7 +66,11 @@ func (f *Flusher) load(ctx context.Context, epoch string, e pgstore.Envelope) er
 	for i := range ids {
 		packets[i] = redisstore.Packet{ID: ids[i], AmountCents: amounts[i]}
 	}
-	loaded, err := f.redis.LoadEnvelopeIn(ctx, epoch, e.ID, e.ExpiresAt, e.TotalCents, packets)
+	g, err := f.gates(ctx, e)
+	if err != nil {
+		return err
+	}
+	loaded, err := f.redis.LoadGated(ctx, epoch, e.ID, e.ExpiresAt, e.TotalCents, packets, g)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package grab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,13 +17,19 @@ import (
 
 // Envelope is a created envelope as the API reports it.
 type Envelope struct {
-	ID         int64
-	ShareCode  string
-	SenderID   string
-	TotalCents int64
-	Count      int
-	Status     envelope.Status
-	ExpiresAt  time.Time
+	ID              int64
+	ShareCode       string
+	SenderID        string
+	TotalCents      int64
+	Count           int
+	Status          envelope.Status
+	ExpiresAt       time.Time
+	Kind            envelope.Kind
+	RecipientsCount int
+	HasPassword     bool
+	Greeting        string
+	Metadata        json.RawMessage // a JSON object
+	StartsAt        time.Time
 }
 
 // finishTimeout bounds the steps after the PostgreSQL commit; they run even
@@ -38,7 +45,8 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 
 // create is Create writing key (when not nil) with the envelope.
 func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *pgstore.IdempotencyKey) (Envelope, error) {
-	ttl, err := s.limits.Validate(req)
+	now := s.Now()
+	chk, err := s.limits.Check(req, now)
 	if err != nil {
 		return Envelope{}, err
 	}
@@ -53,9 +61,13 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 		}
 	}()
 	count := int(req.Count)
-	amounts, err := s.split(req.TotalCents, count)
+	amounts, err := s.split(chk.Kind, req.TotalCents, count)
 	if err != nil {
 		return Envelope{}, err
+	}
+	metadata, err := json.Marshal(req.Metadata)
+	if err != nil || req.Metadata == nil {
+		metadata = []byte("{}")
 	}
 	id, err := s.envIDs.Next(ctx)
 	if err != nil {
@@ -65,18 +77,29 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: allocate %d packet ids: %w", ErrUnavailable, count, err)
 	}
-	now := s.Now()
+	start := now
 	row := pgstore.Envelope{
 		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
-		TotalCents: req.TotalCents, Count: count, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		TotalCents: req.TotalCents, Count: count, CreatedAt: now, Kind: chk.Kind,
+		Greeting: req.Greeting, Metadata: metadata,
 	}
-	if err := s.insert(ctx, &row, firstPacket, amounts, key); err != nil {
+	if !chk.StartsAt.IsZero() {
+		start = chk.StartsAt
+		row.StartsAt = &start
+	}
+	row.ExpiresAt = start.Add(chk.TTL)
+	gates := redisstore.Gates{StartsAt: chk.StartsAt, Recipients: req.Recipients}
+	if req.Password != nil {
+		gates.PasswordDigest = envelope.PasswordDigest(id, *req.Password)
+		row.PasswordDigest = &gates.PasswordDigest
+	}
+	if err := s.insert(ctx, &row, firstPacket, amounts, req.Recipients, key); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	written = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	status, err := s.load(ctx, row, firstPacket, amounts)
+	status, err := s.load(ctx, row, firstPacket, amounts, gates)
 	if err != nil {
 		reqctx.Logger(ctx, s.log).Error("envelope could not be opened; the flusher repairs or gives it up",
 			zap.Int64("envelope_id", id), zap.Error(err))
@@ -84,7 +107,8 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	}
 	return Envelope{
 		ID: id, ShareCode: *row.ShareCode, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
-		Status: status, ExpiresAt: row.ExpiresAt,
+		Status: status, ExpiresAt: row.ExpiresAt, Kind: row.Kind, RecipientsCount: len(req.Recipients),
+		HasPassword: req.Password != nil, Greeting: row.Greeting, Metadata: metadata, StartsAt: start,
 	}, nil
 }
 
@@ -97,7 +121,7 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 const shareCodeTries = 20
 
 // insert gives the envelope a share code and writes it with its packets.
-func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64,
+func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64, recipients []string,
 	key *pgstore.IdempotencyKey) error {
 	for try := 1; ; try++ {
 		code, err := s.shares.Next(ctx)
@@ -105,7 +129,7 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket
 			return fmt.Errorf("share code: %w", err)
 		}
 		row.ShareCode = &code
-		err = s.pg.InsertEnvelopeKeyed(ctx, *row, firstPacket, amounts, key)
+		err = s.pg.InsertEnvelopeFor(ctx, *row, firstPacket, amounts, recipients, key)
 		if !errors.Is(err, pgstore.ErrShareCodeTaken) || try == shareCodeTries {
 			return err
 		}
@@ -113,12 +137,12 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket
 	}
 }
 
-func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int64, amounts []int64) (envelope.Status, error) {
+func (s *Service) load(ctx context.Context, e pgstore.Envelope, firstPacket int64, amounts []int64, g redisstore.Gates) (envelope.Status, error) {
 	packets := make([]redisstore.Packet, len(amounts))
 	for i, a := range amounts {
 		packets[i] = redisstore.Packet{ID: firstPacket + int64(i), AmountCents: a}
 	}
-	if _, err := s.redis.LoadEnvelope(ctx, e.ID, e.ExpiresAt, e.TotalCents, packets); err != nil {
+	if _, err := s.redis.LoadGated(ctx, "", e.ID, e.ExpiresAt, e.TotalCents, packets, g); err != nil {
 		return "", err
 	}
 	status, err := s.pg.MarkLoaded(ctx, e.ID)

@@ -19,8 +19,14 @@ import (
 // Grab takes a packet of envelope id for the user, or returns the packet the
 // user took before (Claim.Repeat).
 func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
+	return s.GrabWithPassword(ctx, id, userID, "")
+}
+
+// GrabWithPassword is Grab carrying the password the user gave ("": none).
+// Only its digest goes further (envelope.PasswordDigest).
+func (s *Service) GrabWithPassword(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
 	start := time.Now()
-	c, err := s.grabLimited(ctx, id, userID)
+	c, err := s.grabLimited(ctx, id, userID, password)
 	telemetry.GrabSeconds.Observe(time.Since(start).Seconds())
 	grabCounters[grabResult(c, err)].Inc()
 	return c, err
@@ -49,6 +55,12 @@ func grabResult(c redisstore.Claim, err error) string {
 		return "expired"
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
+	case errors.Is(err, ErrNotStarted):
+		return "not_started"
+	case errors.Is(err, ErrNotRecipient):
+		return "not_recipient"
+	case errors.Is(err, ErrWrongPassword):
+		return "wrong_password"
 	case errors.Is(err, envelope.ErrInvalid):
 		return "invalid"
 	case errors.Is(err, limits.ErrExceeded), errors.As(err, new(*limits.RateLimitedError)):
@@ -61,18 +73,28 @@ func grabResult(c redisstore.Claim, err error) string {
 	return "unavailable"
 }
 
-func (s *Service) grab(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
+func (s *Service) grab(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return redisstore.Claim{}, err
 	}
 	if id <= 0 {
 		return redisstore.Claim{}, ErrNotFound
 	}
+	var digest string
+	if password != "" {
+		digest = envelope.PasswordDigest(id, password)
+	}
 	// The script numbers the grant itself; a refusal takes no number.
-	c, err := s.redis.Grab(ctx, id, userID, s.Now())
+	c, err := s.redis.GrabWithPassword(ctx, id, userID, digest, s.Now())
 	switch {
 	case err == nil:
 		return c, nil
+	case errors.Is(err, redisstore.ErrNotStarted):
+		return c, ErrNotStarted
+	case errors.Is(err, redisstore.ErrNotRecipient):
+		return c, ErrNotRecipient
+	case errors.Is(err, redisstore.ErrWrongPassword):
+		return c, ErrWrongPassword
 	case errors.Is(err, redisstore.ErrSoldOut):
 		return c, ErrSoldOut
 	case errors.Is(err, redisstore.ErrClosed):
@@ -100,9 +122,9 @@ func (s *Service) notLoaded(ctx context.Context, id int64, userID string) (redis
 		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	switch e.Status {
-	case envelope.StatusSettled, envelope.StatusSoldOut:
+	case envelope.StatusSettled, envelope.StatusSoldOut, envelope.StatusExpired:
 		return s.heldClaim(ctx, e, userID)
-	case envelope.StatusExpired, envelope.StatusFailed:
+	case envelope.StatusFailed:
 		return redisstore.Claim{}, ErrExpired
 	}
 	return redisstore.Claim{}, fmt.Errorf("%w: envelope %d is %s and not in redis", ErrUnavailable, id, e.Status)

@@ -22,10 +22,10 @@ import (
 // masters. A grab whose outcome is unknown (Redis failed) keeps its
 // reservation: the count may then undercount what the user may still get,
 // never the other way. A refused grab still answers a holder's repeat.
-func (s *Service) grabLimited(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
+func (s *Service) grabLimited(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
 	l := s.safety.limiter
 	if !l.LimitsGrabs() {
-		return s.grab(ctx, id, userID)
+		return s.grab(ctx, id, userID, password)
 	}
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return redisstore.Claim{}, err
@@ -38,11 +38,11 @@ func (s *Service) grabLimited(ctx context.Context, id int64, userID string) (red
 	var rl *limits.RateLimitedError
 	switch {
 	case errors.Is(err, limits.ErrExceeded), errors.As(err, &rl):
-		return s.repeatOnly(ctx, id, userID, err)
+		return s.repeatOnly(ctx, id, userID, password, err)
 	case err != nil:
 		return redisstore.Claim{}, fmt.Errorf("%w: user limits: %w", ErrUnavailable, err)
 	}
-	c, err := s.grab(ctx, id, userID)
+	c, err := s.grab(ctx, id, userID, password)
 	if tookNothing(c, err) {
 		// Given back even if the caller went away: a reservation kept
 		// would count a packet the user never got.
@@ -61,7 +61,8 @@ func tookNothing(c redisstore.Claim, err error) bool {
 	case err == nil:
 		return c.Repeat
 	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrExpired), errors.Is(err, ErrNotFound),
-		errors.Is(err, ids.ErrExhausted):
+		errors.Is(err, ids.ErrExhausted), errors.Is(err, ErrNotStarted), errors.Is(err, ErrNotRecipient),
+		errors.Is(err, ErrWrongPassword):
 		return true
 	}
 	return false
@@ -69,7 +70,7 @@ func tookNothing(c redisstore.Claim, err error) bool {
 
 // repeatOnly answers a grab the user's limits refused: the packet the user
 // holds (a holder's repeat is never limited), else the refusal.
-func (s *Service) repeatOnly(ctx context.Context, id int64, userID string, refusal error) (redisstore.Claim, error) {
+func (s *Service) repeatOnly(ctx context.Context, id int64, userID, password string, refusal error) (redisstore.Claim, error) {
 	loaded, held, err := s.redis.Holds(ctx, id, userID)
 	if err != nil {
 		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -77,7 +78,7 @@ func (s *Service) repeatOnly(ctx context.Context, id int64, userID string, refus
 	switch {
 	case held:
 		// Once held, a claim stays: this grab is a repeat.
-		return s.grab(ctx, id, userID)
+		return s.grab(ctx, id, userID, password)
 	case !loaded:
 		// PostgreSQL answers it, and never grants.
 		if c, err := s.notLoaded(ctx, id, userID); err == nil && c.Repeat {

@@ -23,6 +23,12 @@ var (
 	ErrSoldOut     = errors.New("no packet left")
 	ErrExpired     = errors.New("envelope has expired")
 	ErrUnavailable = errors.New("temporarily unavailable")
+	ErrNotStarted  = errors.New("envelope has not started yet")
+	// ErrNotRecipient: the envelope has recipients and the user is not one.
+	ErrNotRecipient = errors.New("not a recipient of this envelope")
+	// ErrWrongPassword: the envelope has a password and the grab carried
+	// another one, or none.
+	ErrWrongPassword = errors.New("wrong password")
 )
 
 // IDs hands out unique ids; *sequence.Allocator is one.
@@ -92,8 +98,11 @@ func New(c Config) *Service {
 // the API speak in.
 func (s *Service) Now() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
-func (s *Service) split(total int64, count int) ([]int64, error) {
+func (s *Service) split(kind envelope.Kind, total int64, count int) ([]int64, error) {
+	if kind == envelope.KindFixed {
+		return envelope.Fixed(total, count)
+	}
 	r := s.rands.Get().(*rand.Rand)
 	defer s.rands.Put(r)
-	return envelope.Split(total, count, r)
+	return envelope.SplitCapped(total, count, s.limits.MaxPacketCents, r)
 }

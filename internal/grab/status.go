@@ -77,8 +77,8 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 }
 
 // liveStatus is the PostgreSQL status, moved on by what Redis already knows:
-// an open envelope with nothing left is sold out, one past its expiry has
-// expired, before the flusher records either.
+// an open envelope with nothing left is sold out (also once closed), one
+// past its expiry or closed has expired, before the flusher records either.
 func liveStatus(e pgstore.Envelope, live redisstore.Live, remaining int64, now time.Time) envelope.Status {
 	if e.Status != envelope.StatusOpen || !live.Loaded {
 		return e.Status
@@ -86,11 +86,11 @@ func liveStatus(e pgstore.Envelope, live redisstore.Live, remaining int64, now t
 	if live.Status == redisstore.MetaSuspended {
 		return envelope.StatusSuspended
 	}
-	if live.Status == redisstore.MetaClosed || now.After(e.ExpiresAt) {
-		return envelope.StatusExpired
-	}
 	if remaining == 0 {
 		return envelope.StatusSoldOut
+	}
+	if live.Status == redisstore.MetaClosed || now.After(e.ExpiresAt) {
+		return envelope.StatusExpired
 	}
 	return e.Status
 }

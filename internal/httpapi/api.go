@@ -76,7 +76,9 @@ func New(svc *grab.Service, o Options) *API {
 	// patterns (by-code/grab matches both), so one handler tells them apart.
 	grabH := a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/grab", apikey.ScopeGrab}, a.grab})
 	byCode := a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/by-code/{share_code}", apikey.ScopeRead}, a.statusByCode})
-	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(grabH, byCode))
+	// Closing is the sender's, as creating is.
+	closeH := a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/close", apikey.ScopeCreate}, a.closeEnvelope})
+	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(grabH, closeH, byCode))
 	metrics := telemetry.Grabber.Handler()
 	if o.NoMetrics {
 		metrics = nil
@@ -133,7 +135,7 @@ func (a *API) scoped(ep endpoint) http.HandlerFunc {
 	}
 }
 
-func (a *API) envelopeSub(grabH, byCode http.HandlerFunc) http.HandlerFunc {
+func (a *API) envelopeSub(grabH, closeH, byCode http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		byCodePath := r.PathValue("id") == "by-code"
 		switch {
@@ -141,9 +143,11 @@ func (a *API) envelopeSub(grabH, byCode http.HandlerFunc) http.HandlerFunc {
 			byCode(w, r)
 		case !byCodePath && r.PathValue("sub") == "grab" && r.Method == http.MethodPost:
 			grabH(w, r)
+		case !byCodePath && r.PathValue("sub") == "close" && r.Method == http.MethodPost:
+			closeH(w, r)
 		case byCodePath:
 			a.methodNotAllowed(w, r, "GET, HEAD")
-		case r.PathValue("sub") == "grab":
+		case r.PathValue("sub") == "grab", r.PathValue("sub") == "close":
 			a.methodNotAllowed(w, r, "POST")
 		default:
 			a.notFound(w, r)

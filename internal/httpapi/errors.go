@@ -60,6 +60,12 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusConflict, "sold_out", "no packet left"}
 	case errors.Is(err, grab.ErrExpired):
 		return &apiError{http.StatusConflict, "expired", "the envelope has expired"}
+	case errors.Is(err, grab.ErrNotStarted):
+		return &apiError{http.StatusConflict, "not_started", "the envelope has not started yet"}
+	case errors.Is(err, grab.ErrNotRecipient):
+		return &apiError{http.StatusForbidden, "not_recipient", "this envelope is for other users"}
+	case errors.Is(err, grab.ErrWrongPassword):
+		return &apiError{http.StatusForbidden, "wrong_password", "the password is missing or wrong"}
 	case errors.Is(err, ids.ErrExhausted):
 		return &apiError{http.StatusServiceUnavailable, "resource_exhausted", err.Error()}
 	case errors.Is(err, grab.ErrUnavailable), errors.Is(err, events.ErrUnavailable):

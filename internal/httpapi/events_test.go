@@ -113,12 +113,13 @@ func TestEventsFeed(t *testing.T) {
 			t.Errorf("event %+v", e)
 		}
 		var d struct {
-			EnvelopeID  int64   `json:"envelope_id"`
-			PacketID    int64   `json:"packet_id"`
-			UserID      string  `json:"user_id"`
-			AmountCents int64   `json:"amount_cents"`
-			OrderNo     *string `json:"order_no"`
-			GrabbedAt   string  `json:"grabbed_at"`
+			EnvelopeID  int64             `json:"envelope_id"`
+			PacketID    int64             `json:"packet_id"`
+			UserID      string            `json:"user_id"`
+			AmountCents int64             `json:"amount_cents"`
+			OrderNo     *string           `json:"order_no"`
+			GrabbedAt   string            `json:"grabbed_at"`
+			Metadata    map[string]string `json:"metadata"`
 		}
 		dec := json.NewDecoder(strings.NewReader(string(e.Data)))
 		dec.DisallowUnknownFields()

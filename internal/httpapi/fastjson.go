@@ -16,20 +16,21 @@ import (
 
 var grabPrefix, grabSuffix = []byte(`{"user_id":"`), []byte(`"}`)
 
-// decodeGrab returns the user_id of a grab request body.
-func decodeGrab(w http.ResponseWriter, r *http.Request) (string, error) {
+// decodeGrab reads a grab request body. One with a password takes the
+// strict decoder's way.
+func decodeGrab(w http.ResponseWriter, r *http.Request) (grabRequest, error) {
 	body, err := readBody(w, r)
 	if err != nil {
-		return "", err
+		return grabRequest{}, err
 	}
 	if user, ok := plainGrab(body); ok {
-		return user, nil
+		return grabRequest{UserID: user}, nil
 	}
 	var req grabRequest
 	if err := decodeBody(body, &req, false); err != nil {
-		return "", err
+		return grabRequest{}, err
 	}
-	return req.UserID, nil
+	return req, nil
 }
 
 // plainGrab reads {"user_id":"<id>"} where the id holds only characters a

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"redpacket/internal/envelope"
@@ -9,10 +10,16 @@ import (
 )
 
 type createRequest struct {
-	SenderID         string `json:"sender_id"`
-	TotalCents       int64  `json:"total_cents"`
-	Count            int64  `json:"count"`
-	ExpiresInSeconds *int64 `json:"expires_in_seconds"`
+	SenderID         string            `json:"sender_id"`
+	TotalCents       int64             `json:"total_cents"`
+	Count            int64             `json:"count"`
+	ExpiresInSeconds *int64            `json:"expires_in_seconds"`
+	Kind             envelope.Kind     `json:"kind"`
+	Recipients       []string          `json:"recipients"`
+	Password         *string           `json:"password"`
+	Greeting         string            `json:"greeting"`
+	Metadata         map[string]string `json:"metadata"`
+	StartsAt         string            `json:"starts_at"`
 }
 
 type createResponse struct {
@@ -23,6 +30,18 @@ type createResponse struct {
 	Count      int             `json:"count"`
 	Status     envelope.Status `json:"status"`
 	ExpiresAt  Timestamp       `json:"expires_at"`
+	envelopeExtras
+}
+
+// envelopeExtras are the fields the create and status answers share about
+// how the envelope is offered. The password itself is never answered.
+type envelopeExtras struct {
+	Kind            envelope.Kind   `json:"kind"`
+	RecipientsCount int             `json:"recipients_count"`
+	HasPassword     bool            `json:"has_password"`
+	Greeting        string          `json:"greeting"`
+	Metadata        json.RawMessage `json:"metadata"`
+	StartsAt        Timestamp       `json:"starts_at"`
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +62,8 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	}
 	creq := envelope.CreateRequest{
 		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
-		ExpiresInSeconds: req.ExpiresInSeconds,
+		ExpiresInSeconds: req.ExpiresInSeconds, Kind: req.Kind, Recipients: req.Recipients,
+		Password: req.Password, Greeting: req.Greeting, Metadata: req.Metadata, StartsAt: req.StartsAt,
 	}
 	if keyed {
 		a.createIdempotent(w, r, creq, idempotency.Request{Key: key, Fingerprint: idempotency.Fingerprint(body)})
@@ -61,11 +81,16 @@ func createAnswer(e grab.Envelope) createResponse {
 	return createResponse{
 		EnvelopeID: e.ID, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
 		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
+		envelopeExtras: envelopeExtras{
+			Kind: e.Kind, RecipientsCount: e.RecipientsCount, HasPassword: e.HasPassword,
+			Greeting: e.Greeting, Metadata: e.Metadata, StartsAt: Timestamp(e.StartsAt),
+		},
 	}
 }
 
 type grabRequest struct {
-	UserID string `json:"user_id"`
+	UserID   string `json:"user_id"`
+	Password string `json:"password"`
 }
 
 type grabResponse struct {
@@ -83,12 +108,12 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	user, err := decodeGrab(w, r)
+	req, err := decodeGrab(w, r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	c, err := a.svc.Grab(r.Context(), id, user)
+	c, err := a.svc.GrabWithPassword(r.Context(), id, req.UserID, req.Password)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -113,6 +138,8 @@ type statusResponse struct {
 	CreatedAt      Timestamp       `json:"created_at"`
 	ExpiresAt      Timestamp       `json:"expires_at"`
 	SettledAt      *Timestamp      `json:"settled_at,omitempty"`
+	ClosedAt       *Timestamp      `json:"closed_at,omitempty"`
+	envelopeExtras
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +175,33 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status
 		t := Timestamp(*st.SettledAt)
 		resp.SettledAt = &t
 	}
+	if st.ClosedAt != nil {
+		t := Timestamp(*st.ClosedAt)
+		resp.ClosedAt = &t
+	}
+	resp.envelopeExtras = envelopeExtras{
+		Kind: st.Kind, RecipientsCount: st.RecipientsCount, HasPassword: st.PasswordDigest != nil,
+		Greeting: st.Greeting, Metadata: st.Metadata, StartsAt: Timestamp(st.CreatedAt),
+	}
+	if st.StartsAt != nil {
+		resp.StartsAt = Timestamp(*st.StartsAt)
+	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *API) closeEnvelope(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var empty struct{}
+	if err := decode(w, r, &empty, true); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	st, err := a.svc.Close(r.Context(), id)
+	a.writeStatus(w, r, st, err)
 }
 
 type shortIDResponse struct {

@@ -168,6 +168,17 @@ type createResponse struct {
 	Count      int    `json:"count"`
 	Status     string `json:"status"`
 	ExpiresAt  string `json:"expires_at"`
+	extras
+}
+
+// extras are the fields the create and status answers share.
+type extras struct {
+	Kind            string            `json:"kind"`
+	RecipientsCount int               `json:"recipients_count"`
+	HasPassword     bool              `json:"has_password"`
+	Greeting        string            `json:"greeting"`
+	Metadata        map[string]string `json:"metadata"`
+	StartsAt        string            `json:"starts_at"`
 }
 
 type grabResponse struct {
@@ -193,6 +204,8 @@ type statusResponse struct {
 	CreatedAt      string  `json:"created_at"`
 	ExpiresAt      string  `json:"expires_at"`
 	SettledAt      *string `json:"settled_at"`
+	ClosedAt       *string `json:"closed_at"`
+	extras
 }
 
 // create makes an envelope and requires 201.

@@ -55,6 +55,7 @@ func TestEndpointScopes(t *testing.T) {
 		"GET /v1/envelopes/{id}":                 apikey.ScopeRead,
 		"GET /v1/envelopes/by-code/{share_code}": apikey.ScopeRead,
 		"POST /v1/envelopes/{id}/grab":           apikey.ScopeGrab,
+		"POST /v1/envelopes/{id}/close":          apikey.ScopeCreate,
 		"POST /v1/users/{user_id}/short-id":      apikey.ScopeGrab,
 		"GET /v1/events":                         apikey.ScopeEvents,
 	}
@@ -83,11 +84,13 @@ func TestScopesOfEveryRoute(t *testing.T) {
 	api := newKeysAPI(t, s, time.Hour, httpapi.Options{})
 	admin := client{t: t, h: api, token: adminKey}
 	env := admin.createN(1000, 10, 3600)
+	closing := admin.createN(100, 1, 3600) // closed by the served sample, apart from the grabs'
 	samples := map[string]struct{ path, body string }{
 		"POST /v1/envelopes":                     {"/v1/envelopes", `{"sender_id":"s-1","total_cents":100,"count":1}`},
 		"GET /v1/envelopes/{id}":                 {statusPath(env.EnvelopeID), ""},
 		"GET /v1/envelopes/by-code/{share_code}": {"/v1/envelopes/by-code/" + env.ShareCode, ""},
 		"POST /v1/envelopes/{id}/grab":           {grabPath(env.EnvelopeID), `{"user_id":"u-1"}`},
+		"POST /v1/envelopes/{id}/close":          {fmt.Sprintf("/v1/envelopes/%d/close", closing.EnvelopeID), ""},
 		"POST /v1/users/{user_id}/short-id":      {"/v1/users/u-1/short-id", ""},
 		"GET /v1/events":                         {"/v1/events", ""},
 	}

@@ -20,7 +20,8 @@ func TestCreateShape(t *testing.T) {
 	if a.Status != http.StatusCreated {
 		t.Fatalf("create: %s, want 201", a)
 	}
-	requireKeys(t, a, "envelope_id", "share_code", "sender_id", "total_cents", "count", "status", "expires_at")
+	requireKeys(t, a, "envelope_id", "share_code", "sender_id", "total_cents", "count", "status", "expires_at",
+		"kind", "recipients_count", "has_password", "greeting", "metadata", "starts_at")
 	var r createResponse
 	requireJSON(t, a, &r)
 	// yyMMdd of the creation day, then 5 digits.
@@ -91,7 +92,8 @@ func TestCreateAcceptsBoundaries(t *testing.T) {
 		{"sender_id 1 char", `{"sender_id":"a","total_cents":5,"count":5,"expires_in_seconds":60}`, "a", 5, 5, 60},
 		{"sender_id 64 chars of every class", `{"sender_id":"` + id64 + `","total_cents":5,"count":1,"expires_in_seconds":60}`, id64, 5, 1, 60},
 		{"total_cents equals count", `{"sender_id":"u-1","total_cents":1000,"count":1000,"expires_in_seconds":60}`, "u-1", 1000, 1000, 60},
-		{"total_cents at max", `{"sender_id":"u-1","total_cents":100000000,"count":2,"expires_in_seconds":60}`, "u-1", 100000000, 2, 60},
+		{"total_cents at max", `{"sender_id":"u-1","total_cents":100000000,"count":5000,"expires_in_seconds":60}`, "u-1", 100000000, 5000, 60},
+		{"total_cents at count × MAX_PACKET_CENTS", `{"sender_id":"u-1","total_cents":40000,"count":2,"expires_in_seconds":60}`, "u-1", 40000, 2, 60},
 		{"expires_in_seconds 1", `{"sender_id":"u-1","total_cents":5,"count":1,"expires_in_seconds":1}`, "u-1", 5, 1, 1},
 		{"expires_in_seconds 7 days", `{"sender_id":"u-1","total_cents":5,"count":1,"expires_in_seconds":604800}`, "u-1", 5, 1, 604800},
 		{"fields in another order, whitespace around", " \n{\"count\":1,\"expires_in_seconds\":60,\"total_cents\":5,\"sender_id\":\"u-1\"}\n ", "u-1", 5, 1, 60},

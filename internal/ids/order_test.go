@@ -82,13 +82,16 @@ func seqOf(t testing.TB, no, date string, width int) int64 {
 }
 
 // TestOrderNumbersTwoGrabbers: two grabber processes grab 8 envelopes on 4
-// shards from 32 goroutines, each user twice, with ranges of 7 so raises
-// happen all the time, in the background and on demand, from both. Every
+// shards from 32 goroutines, each user twice, with ranges of 16 so raises
+// happen all the time, in the background and on demand, from both (each
+// shard needs about 20; with smaller ranges a grab can lose the numbers of
+// every raise it waited for to the 31 others, which the store bounds at
+// five tries: a starvation real ranges of 100,000 never meet). Every
 // grant has its own number, of its shard's sequence; every repeat answers
 // the first; PostgreSQL has reserved every counter value handed out.
 func TestOrderNumbersTwoGrabbers(t *testing.T) {
 	t.Parallel()
-	procs := orderProcs(t, 2, nil, OrderConfig{Step: 7})
+	procs := orderProcs(t, 2, nil, OrderConfig{Step: 16})
 	ctx := testCtx(t)
 	now := time.Now()
 	date := now.UTC().Format("20060102")

@@ -78,12 +78,12 @@ func claimedEvent(c pgstore.Claim, amount int64) string {
 	if c.OrderNo != "" {
 		order = `"` + c.OrderNo + `"`
 	}
-	return fmt.Sprintf(`packet.claimed %d {"amount_cents":%d,"envelope_id":%d,"grabbed_at":"%s","order_no":%s,"packet_id":%d,"user_id":"%s"}`,
+	return fmt.Sprintf(`packet.claimed %d {"amount_cents":%d,"envelope_id":%d,"grabbed_at":"%s","metadata":{},"order_no":%s,"packet_id":%d,"user_id":"%s"}`,
 		c.EnvelopeID, amount, c.EnvelopeID, jsonTime(c.ClaimedAt), order, c.PacketID, c.UserID)
 }
 
 func soldOutEvent(env int64, count int, total int64) string {
-	return fmt.Sprintf(`envelope.sold_out %d {"count":%d,"envelope_id":%d,"total_cents":%d}`, env, count, env, total)
+	return fmt.Sprintf(`envelope.sold_out %d {"count":%d,"envelope_id":%d,"metadata":{},"total_cents":%d}`, env, count, env, total)
 }
 
 // Every packet a batch newly claims gets one packet.claimed event, the
@@ -154,7 +154,7 @@ func TestSettleEvents(t *testing.T) {
 	if _, err := s.Settle(ctxT(t), 1, at, "open"); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 1 {"claimed_cents":10,"envelope_id":1,`+
+	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 1 {"claimed_cents":10,"envelope_id":1,"metadata":{},`+
 		`"refunded_cents":50,"sender_id":"sender-1","settled_at":"%s","status":"settled","total_cents":60}`, jsonTime(at)))
 
 	mark = lastEventID(t, s)
@@ -178,7 +178,7 @@ func TestSettleEvents(t *testing.T) {
 	if _, err := s.FailLoading(ctxT(t), 3, at); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 3 {"claimed_cents":0,"envelope_id":3,`+
+	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 3 {"claimed_cents":0,"envelope_id":3,"metadata":{},`+
 		`"refunded_cents":3,"sender_id":"sender-1","settled_at":"%s","status":"failed","total_cents":3}`, jsonTime(at)))
 }
 
@@ -187,7 +187,7 @@ func TestSuspendReopenEvents(t *testing.T) {
 	s, _ := newStore(t)
 	open(t, s, 1, 100, []int64{10, 20})
 	at := t0.Add(time.Minute)
-	suspended := fmt.Sprintf(`envelope.suspended 1 {"envelope_id":1,"reason":"redis lost it","suspended_at":"%s"}`, jsonTime(at))
+	suspended := fmt.Sprintf(`envelope.suspended 1 {"envelope_id":1,"metadata":{},"reason":"redis lost it","suspended_at":"%s"}`, jsonTime(at))
 	for i := range 2 {
 		changed, err := s.Suspend(ctxT(t), 1, "redis lost it", at)
 		if err != nil || changed != (i == 0) {
@@ -202,7 +202,7 @@ func TestSuspendReopenEvents(t *testing.T) {
 	if _, err := s.Reopen(ctxT(t), 1); !errors.Is(err, pgstore.ErrWrongStatus) {
 		t.Fatalf("second Reopen: %v", err)
 	}
-	wantEvents(t, eventsSince(t, s, 0), suspended, `envelope.recovered 1 {"action":"reload","envelope_id":1,"status":"open"}`)
+	wantEvents(t, eventsSince(t, s, 0), suspended, `envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"open"}`)
 
 	// Its last claims reach PostgreSQL while it is suspended: no sold_out
 	// then, so the reload that finds it sold out writes one.
@@ -217,7 +217,7 @@ func TestSuspendReopenEvents(t *testing.T) {
 	}
 	got := eventsSince(t, s, mark)
 	wantEvents(t, got[1:], claimedEvent(a, 10), claimedEvent(b, 20),
-		`envelope.recovered 1 {"action":"reload","envelope_id":1,"status":"sold_out"}`, soldOutEvent(1, 2, 30))
+		`envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"sold_out"}`, soldOutEvent(1, 2, 30))
 }
 
 // An envelope whose packets were all claimed while it was still loading sells

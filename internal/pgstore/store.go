@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,15 +56,24 @@ type Envelope = dbsqlc.Envelope
 // one transaction. Packet ids are firstPacketID, firstPacketID+1, ...; the
 // packets go in with COPY.
 func (s *Store) InsertEnvelope(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64) error {
-	return s.InsertEnvelopeKeyed(ctx, e, firstPacketID, amounts, nil)
+	return s.InsertEnvelopeFor(ctx, e, firstPacketID, amounts, nil, nil)
 }
 
-// InsertEnvelopeKeyed is InsertEnvelope writing also the create's
-// idempotency key (none when nil), first: a create with a key another create
-// holds waits for that one's transaction, then gets ErrIdempotencyKeyTaken
-// before it writes anything.
-func (s *Store) InsertEnvelopeKeyed(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64,
+// InsertEnvelopeFor is InsertEnvelope for an envelope only recipients may
+// grab (nil: anyone), written in the same transaction. The row's kind,
+// password digest, greeting, metadata and start are written as they are;
+// RecipientsCount is len(recipients). The create's idempotency key (none
+// when nil) is written first: a create with a key another create holds
+// waits for that one's transaction, then gets ErrIdempotencyKeyTaken before
+// it writes anything.
+func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64, recipients []string,
 	key *IdempotencyKey) error {
+	if e.Kind == "" {
+		e.Kind = envelope.KindRandom
+	}
+	if len(e.Metadata) == 0 {
+		e.Metadata = []byte("{}")
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if err := claimIdempotencyKey(ctx, q, key, e.ID); err != nil {
@@ -71,13 +81,20 @@ func (s *Store) InsertEnvelopeKeyed(ctx context.Context, e Envelope, firstPacket
 		}
 		err := q.InsertEnvelope(ctx, dbsqlc.InsertEnvelopeParams{
 			ID: e.ID, Shard: e.Shard, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents,
-			Count: e.Count, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
+			Count: e.Count, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, Kind: e.Kind,
+			RecipientsCount: len(recipients), PasswordDigest: e.PasswordDigest, Greeting: e.Greeting,
+			Metadata: e.Metadata, StartsAt: e.StartsAt,
 		})
 		if hasConstraint(err, "envelopes_share_code_key") {
 			return fmt.Errorf("insert envelope %d: %w", e.ID, ErrShareCodeTaken)
 		}
 		if err != nil {
 			return fmt.Errorf("insert envelope %d: %w", e.ID, err)
+		}
+		if len(recipients) > 0 {
+			if err := q.InsertRecipients(ctx, dbsqlc.InsertRecipientsParams{EnvelopeID: e.ID, UserIds: recipients}); err != nil {
+				return fmt.Errorf("insert recipients of envelope %d: %w", e.ID, err)
+			}
 		}
 		packets := make([]dbsqlc.InsertPacketsParams, len(amounts))
 		for i, a := range amounts {
@@ -139,6 +156,26 @@ func (s *Store) UnclaimedPackets(ctx context.Context, envelopeID int64) (ids, am
 		ids, amounts = append(ids, r.ID), append(amounts, r.AmountCents)
 	}
 	return ids, amounts, nil
+}
+
+// Recipients lists the users who may grab an envelope; none when anyone may.
+func (s *Store) Recipients(ctx context.Context, envelopeID int64) ([]string, error) {
+	ids, err := s.q.Recipients(ctx, envelopeID)
+	if err != nil {
+		return nil, fmt.Errorf("recipients of envelope %d: %w", envelopeID, err)
+	}
+	return ids, nil
+}
+
+// Close records the sender's early close of an open or suspended envelope
+// at now, once (see CloseEnvelope); changed is false when it changed
+// nothing: no such envelope, closed before, or in another status.
+func (s *Store) Close(ctx context.Context, id int64, now time.Time) (changed bool, err error) {
+	n, err := s.q.CloseEnvelope(ctx, dbsqlc.CloseEnvelopeParams{ID: id, ClosedAt: now})
+	if err != nil {
+		return false, fmt.Errorf("close envelope %d: %w", id, err)
+	}
+	return n > 0, nil
 }
 
 // ClaimedCount counts an envelope's claimed packets (index-only on the

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -29,12 +30,12 @@ func TestInsertEnvelope(t *testing.T) {
 	}
 	got.ShareCode = nil
 	want := e
-	want.ShareCode, want.Status = nil, "loading"
+	want.ShareCode, want.Status, want.Kind, want.Metadata = nil, "loading", envelope.KindRandom, []byte("{}")
 	if !got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) {
 		t.Errorf("times %v / %v, want %v / %v", got.CreatedAt, got.ExpiresAt, want.CreatedAt, want.ExpiresAt)
 	}
 	got.CreatedAt, got.ExpiresAt, want.CreatedAt, want.ExpiresAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("envelope = %+v, want %+v", got, want)
 	}
 	rows, err := pool.Query(ctx, `SELECT id, amount_cents FROM packets WHERE envelope_id = 1001

@@ -24,6 +24,7 @@ func TestDomainsMatchGoTypes(t *testing.T) {
 	for domain, want := range map[string][]string{
 		"envelope_status": texts(envelope.Statuses()),
 		"event_type":      texts(envelope.EventTypes()),
+		"envelope_kind":   texts(envelope.Kinds()),
 	} {
 		var def string
 		if err := pool.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	rs "redpacket/internal/redisscript"
 	"redpacket/internal/testenv"
 )
 
@@ -17,11 +18,21 @@ import (
 // Random sequences mix envelopes of one shard, repeats, a user's second try
 // within the call, clocks on either side of the expiry, sold-out pools,
 // suspended, closed and missing envelopes, one whose meta fails the checks,
-// and order numbers that run out at a random ceiling.
+// one with a start, recipients and a password (grabs carrying the right,
+// a wrong or no password), and order numbers that run out at a random
+// ceiling.
 func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.Redis(t)
 	expires := time.UnixMilli(1_800_000_000_000)
+	seen := map[int64]bool{}
+	t.Cleanup(func() {
+		for _, c := range []rs.Code{grabNotStarted, grabNotRecipient, grabWrongPassword} {
+			if !seen[int64(c)] {
+				t.Errorf("no grab was answered %d: the gates were not exercised", c)
+			}
+		}
+	})
 	for round := range 60 {
 		rng := rand.New(rand.NewPCG(uint64(round), 7))
 		one := New(rdb, fmt.Sprintf("%s-one%d", prefix, round), 4)
@@ -37,6 +48,11 @@ func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 			want = append(want, runGrabs(t, one, []grabCall{g})...)
 		}
 		got := runGrabs(t, many, rebuild(many, calls))
+		for i := 0; i < len(got); i += 2 {
+			if c, ok := got[i].(int64); ok {
+				seen[c] = true
+			}
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: batched replies\n%v\nwant one by one\n%v", round, got, want)
 		}
@@ -70,7 +86,11 @@ func setUpEnvelopes(t *testing.T, s *Store, envs []int64, expires time.Time, see
 			packets[j] = Packet{ID: id*100 + int64(j), AmountCents: 1 + rng.Int64N(50)}
 			total += packets[j].AmountCents
 		}
-		if _, err := s.LoadEnvelope(ctx, id, expires, total, packets); err != nil {
+		var g Gates
+		if i == 1 {
+			g = Gates{StartsAt: expires.Add(-2 * time.Millisecond), PasswordDigest: "d", Recipients: []string{"u0", "u1", "u2", "u3"}}
+		}
+		if _, err := s.LoadGated(ctx, "", id, expires, total, packets, g); err != nil {
 			t.Fatal(err)
 		}
 		switch i {
@@ -97,6 +117,7 @@ func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []gr
 		}
 		now := expires.Add(time.Duration(rng.IntN(5)-3) * time.Millisecond)
 		calls[i] = s.newGrab(id, fmt.Sprintf("u%d", rng.IntN(6)), now)
+		calls[i].args[3] = []string{"", "d", "d", "x"}[rng.IntN(4)]
 	}
 	return calls
 }
@@ -106,6 +127,7 @@ func rebuild(s *Store, calls []grabCall) []grabCall {
 	out := make([]grabCall, len(calls))
 	for i, g := range calls {
 		out[i] = s.newGrab(g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)))
+		out[i].args[3] = g.args[3]
 	}
 	return out
 }
@@ -136,6 +158,7 @@ func dumpState(t *testing.T, s *Store, envs []int64) map[string]any {
 		out[fmt.Sprint(id, "meta")] = s.rdb.HGetAll(ctx, s.keys.Meta(id)).Val()
 		out[fmt.Sprint(id, "pool")] = s.rdb.LRange(ctx, s.keys.Pool(id), 0, -1).Val()
 		out[fmt.Sprint(id, "claims")] = s.rdb.HGetAll(ctx, s.keys.Claims(id)).Val()
+		out[fmt.Sprint(id, "recipients")] = s.rdb.SMembers(ctx, s.keys.Recipients(id)).Val()
 	}
 	return out
 }

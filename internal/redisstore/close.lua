@@ -3,6 +3,8 @@
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
 -- KEYS[3] claims hash of the envelope
+-- KEYS[4] recipients set of the envelope (dropped once closed: a closed
+--         envelope grants nothing, so it is never read again)
 -- ARGV[1] the new status: 'closed' (settling) or 'suspended'
 -- ARGV[2] lifetime of the meta and claims in milliseconds once closed, so
 --         repeat grabs are answered for a while and then the keys go
@@ -42,7 +44,7 @@ if to == 'suspended' then
   return reply
 end
 redis.call('HSET', KEYS[1], 'status', 'closed')
-redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
 return reply

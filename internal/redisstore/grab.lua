@@ -8,17 +8,21 @@
 -- KEYS[1]       consumed list of the shard
 -- KEYS[2]       the shard's order-number hash of the day: counter, ceiling,
 --               identity (see order_ceiling.lua)
--- KEYS[3i]      meta hash of grab i's envelope     (i = 1..n)
--- KEYS[3i+1]    pool list of grab i's envelope
--- KEYS[3i+2]    claims hash of grab i's envelope
+-- KEYS[4i-1]    meta hash of grab i's envelope     (i = 1..n)
+-- KEYS[4i]      pool list of grab i's envelope
+-- KEYS[4i+1]    claims hash of grab i's envelope
+-- KEYS[4i+2]    recipients set of grab i's envelope (read only when its meta
+--               says it has recipients)
 -- ARGV[1]       the day, yyyyMMdd: the first 8 digits of every order number
 -- ARGV[2]       width: digits of the per-day sequence after the date
 -- ARGV[3]       shards: the stride of the shard's sequence numbers
 -- ARGV[4]       offset: shard + 1, the shard's first sequence number
 -- ARGV[5]       the largest counter whose sequence number fits the width
--- ARGV[3i+3]    user id of grab i
--- ARGV[3i+4]    now, unix milliseconds
--- ARGV[3i+5]    envelope id
+-- ARGV[4i+2]    user id of grab i
+-- ARGV[4i+3]    now, unix milliseconds
+-- ARGV[4i+4]    envelope id
+-- ARGV[4i+5]    digest of the password grab i carries, or ''
+--               (envelope.PasswordDigest)
 --
 -- Order numbers: the shard hands out counter values counter+1, counter+2,
 -- ... up to the ceiling (set from PostgreSQL by order_ceiling.lua), only to
@@ -45,20 +49,35 @@
 --   GRANTED    claim is new, recorded and queued for the flusher
 --   REPEAT     the user's earlier claim (answered even after expiry)
 --   NOT_LOADED no meta (never loaded, or Redis lost it)
---   CLOSED     the envelope is closed (settling or settled), failed, or now
---              is past its expiry
---   SOLD_OUT   no packet left
+--   CLOSED     the envelope is closed (settling or settled, or by its
+--              sender), failed, or now is past its expiry, with packets left
+--   SOLD_OUT   no packet left: every packet was granted (also once the
+--              envelope is closed), or the last ones went to grabs before
+--              this one
 --   SUSPENDED  Redis lost state of this envelope; an operator decides
 --   AWAITING   a packet is there but no order number (see the call's code);
 --              nothing of it was taken: ask again
 --   BAD_STATE  the envelope's Redis state fails a check (a meta or packet
 --              that is not numbers, a total beyond exact integers, packets
 --              worth more than is left); nothing of it was taken
+--   NOT_STARTED    now is before the envelope's start; nothing was taken
+--   NOT_RECIPIENT  the envelope has recipients and the user is not one;
+--                  nothing was taken
+--   WRONG_PASSWORD the envelope has a password and the grab's digest is
+--                  not its; nothing was taken
+-- A holder's grab is answered REPEAT before any check; the others are
+-- checked in the order of refusal() then gate().
 --
 -- Everything a write could fail on is checked before the first write, so an
 -- error leaves nothing half done, for any envelope of the call.
 local DONE, FENCE, CEILING, EXHAUSTED = 0, 1, 2, 3
 local GRANTED, REPEAT, NOT_LOADED, CLOSED, SOLD_OUT, SUSPENDED, AWAITING, BAD_STATE = 0, 1, 2, 3, 4, 5, 6, 7
+local NOT_STARTED, NOT_RECIPIENT, WRONG_PASSWORD = 8, 9, 10
+
+-- Keys and arguments per grab, after the call's 2 keys and 5 arguments.
+local kg, ag = 4, 4
+local function gkey(i, j) return KEYS[2 + kg * (i - 1) + j] end
+local function garg(i, j) return ARGV[5 + ag * (i - 1) + j] end
 
 -- Integers up to 2^53 - 1 are exact in Lua's numbers and written as digits
 -- when passed to Redis.
@@ -77,24 +96,23 @@ local date, width, stride, offset, maxc = ARGV[1], whole(ARGV[2], 1), whole(ARGV
 if not string.match(date, '^%d%d%d%d%d%d%d%d$') or not width or width > 18 or not stride or not offset or not maxc then
   return redis.error_reply('grab: bad order-number arguments')
 end
-local n = (#ARGV - 5) / 3
-if n < 1 or n ~= math.floor(n) then
-  return redis.error_reply('grab: ARGV is not 5 + 3 per grab')
+local n = (#ARGV - 5) / ag
+if n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + kg * n then
+  return redis.error_reply('grab: KEYS and ARGV are not 2 and 5 + 4 per grab')
 end
 
 -- The envelopes of this call, in order of first appearance, and their users.
 local envs, list, now = {}, {}, {}
 for i = 1, n do
-  local k = 3 * i
-  local e = envs[KEYS[k]]
+  local e = envs[gkey(i, 1)]
   if not e then
-    e = {meta = KEYS[k], pool = KEYS[k + 1], claims = KEYS[k + 2], users = {}, seen = {},
+    e = {meta = gkey(i, 1), pool = gkey(i, 2), claims = gkey(i, 3), recipients = gkey(i, 4), users = {}, seen = {},
          attempting = {}, granted = {}, awaiting = {}, need = 0, next = 0, cents = 0, writes = {}}
-    envs[KEYS[k]] = e
+    envs[gkey(i, 1)] = e
     list[#list + 1] = e
   end
-  local user = ARGV[3 * i + 3]
-  now[i] = whole(ARGV[3 * i + 4], 0)
+  local user = garg(i, 1)
+  now[i] = whole(garg(i, 2), 0)
   if user == '' or not now[i] then
     return redis.error_reply('grab: empty user or bad clock in grab ' .. i)
   end
@@ -103,6 +121,40 @@ for i = 1, n do
     e.users[#e.users + 1] = user
   end
 end
+
+-- Gates: the start, recipients and password of an envelope, checks that
+-- take nothing. readGates reads them with the meta; gate(e, i) is grab i's
+-- refusal by them, or nil.
+local function readGates(e)
+  if not e.status then
+    return
+  end
+  local g = redis.call('HMGET', e.meta, 'starts', 'password', 'recipients')
+  e.starts, e.password = whole(g[1] or 0, 0), g[2] or ''
+  if not e.starts then
+    e.badMeta, e.starts = true, 0
+  end
+  if (tonumber(g[3]) or 0) > 0 then
+    e.members = {}
+    for _, user in ipairs(e.users) do
+      if not e.held[user] then
+        e.members[user] = redis.call('SISMEMBER', e.recipients, user) == 1
+      end
+    end
+  end
+end
+
+local function gate(e, i)
+  if now[i] < e.starts then
+    return NOT_STARTED
+  elseif e.members and not e.members[garg(i, 1)] then
+    return NOT_RECIPIENT
+  elseif e.password ~= '' and garg(i, 4) ~= e.password then
+    return WRONG_PASSWORD
+  end
+  return nil
+end
+-- End of the gates.
 
 -- Read each envelope's claims of these users and its meta, once, and check
 -- the meta: everything the writes below add up must stay exact.
@@ -119,6 +171,7 @@ for _, e in ipairs(list) do
     e.grabbed = e.total and whole(meta[4], 0)
     e.badMeta = not (e.expires and e.grabbed and e.grabbed <= e.total)
   end
+  readGates(e)
 end
 
 -- What a grab of one envelope at time t is refused with, or nil.
@@ -127,11 +180,13 @@ local function refusal(e, t)
     return NOT_LOADED
   elseif e.status == 'suspended' then
     return SUSPENDED
-  elseif e.status ~= 'open' then
+  elseif e.status ~= 'open' and e.status ~= 'closed' then
     return CLOSED
   elseif e.badMeta then
     return BAD_STATE
-  elseif t > e.expires then
+  elseif e.grabbed == e.total then
+    return SOLD_OUT
+  elseif e.status ~= 'open' or t > e.expires then
     return CLOSED
   end
   return nil
@@ -144,9 +199,9 @@ end
 local held, pop, again = -1, -2, -3
 local plan = {}
 for i = 1, n do
-  local e = envs[KEYS[3 * i]]
-  local user = ARGV[3 * i + 3]
-  local code = refusal(e, now[i])
+  local e = envs[gkey(i, 1)]
+  local user = garg(i, 1)
+  local code = refusal(e, now[i]) or gate(e, i)
   if e.held[user] then
     plan[i] = held
   elseif e.attempting[user] then
@@ -206,11 +261,12 @@ if wanted > 0 then
 end
 
 -- Second pass: answer in order, numbering the grants.
+local afterSoldOut = {[CLOSED] = true, [NOT_STARTED] = true, [NOT_RECIPIENT] = true, [WRONG_PASSWORD] = true}
 local reply, queued, used, short = {}, {}, 0, false
 local format = string.format('%%0%dd', width)
 for i = 1, n do
-  local e = envs[KEYS[3 * i]]
-  local user, p = ARGV[3 * i + 3], plan[i]
+  local e = envs[gkey(i, 1)]
+  local user, p = garg(i, 1), plan[i]
   local code, claim = p, ''
   if p == held then
     code, claim = REPEAT, e.held[user]
@@ -227,20 +283,25 @@ for i = 1, n do
       e.next = e.next + 1
       used = used + 1
       local seq = (counter + used - 1) * stride + offset
-      claim = e.tail[e.count - k + 1] .. ':' .. ARGV[3 * i + 4] .. ':' .. date .. string.format(format, seq)
+      claim = e.tail[e.count - k + 1] .. ':' .. garg(i, 2) .. ':' .. date .. string.format(format, seq)
       code = GRANTED
       e.granted[user] = claim
       e.writes[#e.writes + 1] = user
       e.writes[#e.writes + 1] = claim
       e.cents = e.cents + e.amounts[k]
-      queued[#queued + 1] = ARGV[3 * i + 5] .. ':' .. claim .. ':' .. user
+      queued[#queued + 1] = garg(i, 3) .. ':' .. claim .. ':' .. user
     end
   elseif p == again then
     if e.granted[user] then
       code, claim = REPEAT, e.granted[user]
     else
-      code = refusal(e, now[i]) or (e.awaiting[user] and AWAITING) or (e.badPool and BAD_STATE) or SOLD_OUT
+      code = refusal(e, now[i]) or gate(e, i) or (e.awaiting[user] and AWAITING) or (e.badPool and BAD_STATE) or SOLD_OUT
     end
+  end
+  -- Sold out comes before these refusals, also when the grants before
+  -- this grab in the call sold the envelope out.
+  if afterSoldOut[code] and e.grabbed and e.total and e.grabbed + e.cents == e.total then
+    code = SOLD_OUT
   end
   reply[2 * i] = code
   reply[2 * i + 1] = claim

@@ -8,9 +8,11 @@ import "strconv"
 // that touches an envelope's keys and its shard's queues runs on one Redis
 // Cluster node:
 //
-//	{<prefix>:s<shard>}:e:<envelope>:meta    hash: status, expires, count, total, grabbed_cents
+//	{<prefix>:s<shard>}:e:<envelope>:meta    hash: status, expires, count, total, grabbed_cents,
+//	                                         starts, password (digest), recipients (count)
 //	{<prefix>:s<shard>}:e:<envelope>:pool    list: packets not yet grabbed, "<packet>:<amount>"
 //	{<prefix>:s<shard>}:e:<envelope>:claims  hash: user -> "<packet>:<amount>:<grabbed_ms>:<order_no>"
+//	{<prefix>:s<shard>}:e:<envelope>:recipients  set: the users who may grab (only with recipients)
 //	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>"
 //	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
 //	{<prefix>:s<shard>}:rejected             list: queued claims the flusher could not read
@@ -59,6 +61,10 @@ func (k Keys) Pool(envelopeID int64) string { return k.envelope(envelopeID) + ":
 
 // Claims is the hash user -> claim of the envelope.
 func (k Keys) Claims(envelopeID int64) string { return k.envelope(envelopeID) + ":claims" }
+
+// Recipients is the set of the users who may grab the envelope; it exists
+// only for an envelope with recipients.
+func (k Keys) Recipients(envelopeID int64) string { return k.envelope(envelopeID) + ":recipients" }
 
 // Consumed is the shard's queue of claims waiting for the flusher.
 func (k Keys) Consumed(shard int) string { return k.tag(shard) + ":consumed" }

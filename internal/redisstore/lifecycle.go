@@ -35,7 +35,7 @@ func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
 }
 
 func (s *Store) runClose(ctx context.Context, id int64, status MetaStatus, ttl time.Duration) (Closed, error) {
-	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}
 	code, payload, err := closeScript.Run(ctx, s.rdb, keys, string(status), max(ttl.Milliseconds(), 1))
 	if err == nil && code == closeNoMeta {
 		return Closed{}, nil
@@ -87,10 +87,10 @@ type HeldClaim struct {
 
 // Reload replaces an envelope's Redis state with PostgreSQL's: the claims in
 // held (their users can only repeat), the packets in pool, and an open meta
-// whose grabbed cents are those of held.
-func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet) error {
+// whose grabbed cents are those of held, with the envelope's gates.
+func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet, g Gates) error {
 	var grabbed int64
-	args := make([]any, 0, 5+2*len(held)+len(pool))
+	args := make([]any, 0, 8+len(g.Recipients)+2*len(held)+len(pool))
 	all := append(make([]Packet, 0, len(held)+len(pool)), pool...)
 	for _, h := range held {
 		grabbed += h.AmountCents
@@ -100,6 +100,7 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 		return fmt.Errorf("reload envelope %d: %w", id, err)
 	}
 	args = append(args, expiresAt.UnixMilli(), count, totalCents, grabbed, len(held))
+	args = g.args(args)
 	for _, h := range held {
 		c := strconv.FormatInt(h.PacketID, 10) + ":" + strconv.FormatInt(h.AmountCents, 10) + ":" +
 			strconv.FormatInt(h.GrabbedAt.UnixMilli(), 10) + ":" + h.OrderNo
@@ -108,7 +109,7 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 	for _, p := range pool {
 		args = append(args, string(appendPacket(nil, p)))
 	}
-	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)}
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}
 	if _, _, err := reloadScript.Run(ctx, s.rdb, keys, args...); err != nil {
 		return fmt.Errorf("reload envelope %d: %w", id, err)
 	}
@@ -196,7 +197,7 @@ func (s *Store) SetEpoch(ctx context.Context, shard int, token string) error {
 // Forget deletes an envelope's keys. Grabs of it are then answered from
 // PostgreSQL, so it is only for envelopes PostgreSQL has finished.
 func (s *Store) Forget(ctx context.Context, id int64) error {
-	if err := s.rdb.Del(ctx, s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id)).Err(); err != nil {
+	if err := s.rdb.Del(ctx, s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)).Err(); err != nil {
 		return fmt.Errorf("forget envelope %d: %w", id, err)
 	}
 	return nil

@@ -4,6 +4,7 @@
 -- KEYS[2] pool list of the envelope
 -- KEYS[3] claims hash of the envelope
 -- KEYS[4] epoch of the envelope's shard
+-- KEYS[5] recipients set of the envelope
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
 -- ARGV[3] total cents, at most 2^53 - 1 (the caller checked that the
@@ -11,7 +12,11 @@
 -- ARGV[4] the shard epoch the caller last checked, or '' to load regardless
 --         (a creator loading an envelope it has just written, which nobody
 --         can have been offered yet)
--- ARGV[5..] packets, "<packet>:<amount>"
+-- ARGV[5] starts, unix milliseconds, or 0 for none
+-- ARGV[6] password digest, or '' for none
+-- ARGV[7] r, the number of recipients that follow (0: anyone may grab)
+-- ARGV[8 .. 7+r]  recipients
+-- ARGV[8+r ..]    packets, "<packet>:<amount>"
 --
 -- Reply {code}:
 --   LOADED        loaded now
@@ -35,8 +40,9 @@ local function whole(v, lo)
   return nil
 end
 
-local count, total = whole(ARGV[2], 1), whole(ARGV[3], 1)
-if not whole(ARGV[1], 0) or not count or not total or count ~= #ARGV - 4 or total < count then
+local count, total, r = whole(ARGV[2], 1), whole(ARGV[3], 1), whole(ARGV[7], 0)
+if not whole(ARGV[1], 0) or not count or not total or not r or not whole(ARGV[5], 0)
+    or count ~= #ARGV - 7 - r or total < count then
   return redis.error_reply('load: bad arguments')
 end
 if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
@@ -49,14 +55,18 @@ end
 if status then
   return {ALREADY}
 end
-if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) > 0 then
   return {INCONSISTENT}
 end
 -- unpack() is bounded by the Lua stack: push in chunks. The pool does not
 -- exist, so no push can fail.
-for i = 5, #ARGV, 1000 do
+for i = 8, 7 + r, 1000 do
+  redis.call('SADD', KEYS[5], unpack(ARGV, i, math.min(i + 999, 7 + r)))
+end
+for i = 8 + r, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
-  'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', 0)
+  'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', 0,
+  'starts', ARGV[5], 'password', ARGV[6], 'recipients', r)
 return {LOADED}

@@ -39,6 +39,7 @@ func TestLoadEnvelope(t *testing.T) {
 	wantMeta := map[string]string{
 		"status": "open", "expires": "1900000000123", "count": "10",
 		"total": strconv.FormatInt(total, 10), "grabbed_cents": "0",
+		"starts": "0", "password": "", "recipients": "0",
 	}
 	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
 		t.Errorf("meta = %v, want %v", meta, wantMeta)

@@ -5,13 +5,18 @@
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
 -- KEYS[3] claims hash of the envelope
+-- KEYS[4] recipients set of the envelope
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
 -- ARGV[3] total cents, at most 2^53 - 1
 -- ARGV[4] grabbed cents (the claimed cents in PostgreSQL), at most the total
--- ARGV[5] n, the number of claims that follow
--- ARGV[6 .. 5+2n] user, "<packet>:<amount>:<grabbed_ms>:<order_no>" pairs
--- ARGV[6+2n ..] packets not claimed, "<packet>:<amount>"
+-- ARGV[5] n, the number of claims
+-- ARGV[6] starts, unix milliseconds, or 0 for none
+-- ARGV[7] password digest, or '' for none
+-- ARGV[8] r, the number of recipients that follow (0: anyone may grab)
+-- ARGV[9 .. 8+r] recipients
+-- ARGV[9+r .. 8+r+2n] user, "<packet>:<amount>:<grabbed_ms>:<order_no>" pairs
+-- ARGV[9+r+2n ..] packets not claimed, "<packet>:<amount>"
 --
 -- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is there and not
 -- suspended (the operator's recovery suspends it first, so grants have
@@ -29,8 +34,10 @@ local function whole(v, lo)
 end
 
 local count, total, grabbed, claims = whole(ARGV[2], 1), whole(ARGV[3], 1), whole(ARGV[4], 0), whole(ARGV[5], 0)
+local r = whole(ARGV[8], 0)
 if not whole(ARGV[1], 0) or not count or not total or not grabbed or grabbed > total or not claims
-    or 5 + 2 * claims > #ARGV or claims + #ARGV - 5 - 2 * claims ~= count then
+    or not r or not whole(ARGV[6], 0)
+    or 8 + r + 2 * claims > #ARGV or claims + #ARGV - 8 - r - 2 * claims ~= count then
   return redis.error_reply('reload: bad arguments')
 end
 -- Read first: a meta of another type fails here, before any write.
@@ -38,16 +45,20 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if status and status ~= 'suspended' then
   return {NOT_SUSPENDED}
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-local first = 6 + 2 * claims
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+local first = 9 + r + 2 * claims
 -- unpack() is bounded by the Lua stack: write in chunks. The keys were just
 -- deleted, so no write can fail on their type.
-for i = 6, first - 1, 1000 do
+for i = 9, 8 + r, 1000 do
+  redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 999, 8 + r)))
+end
+for i = 9 + r, first - 1, 1000 do
   redis.call('HSET', KEYS[3], unpack(ARGV, i, math.min(i + 999, first - 1)))
 end
 for i = first, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
-  'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', ARGV[4])
+  'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', ARGV[4],
+  'starts', ARGV[6], 'password', ARGV[7], 'recipients', r)
 return {RELOADED}

@@ -75,6 +75,9 @@ var grabOutcomes = []rs.Reply{
 	{Code: grabSuspended, Name: "SUSPENDED", Err: ErrSuspended},
 	{Code: grabAwaiting, Name: "AWAITING"},
 	{Code: grabBadState, Name: "BAD_STATE", Err: ErrBadState},
+	{Code: grabNotStarted, Name: "NOT_STARTED", Err: ErrNotStarted},
+	{Code: grabNotRecipient, Name: "NOT_RECIPIENT", Err: ErrNotRecipient},
+	{Code: grabWrongPassword, Name: "WRONG_PASSWORD", Err: ErrWrongPassword},
 }
 
 // Reply codes of grab.lua, per call.
@@ -95,6 +98,11 @@ const (
 	grabSuspended rs.Code = 5
 	grabAwaiting  rs.Code = 6
 	grabBadState  rs.Code = 7
+
+	// The gates: refusals that take nothing.
+	grabNotStarted    rs.Code = 8
+	grabNotRecipient  rs.Code = 9
+	grabWrongPassword rs.Code = 10
 )
 
 // Reply codes of order_ceiling.lua.
@@ -158,6 +166,9 @@ const (
 	fieldCount        = "count"
 	fieldTotal        = "total"
 	fieldGrabbedCents = "grabbed_cents"
+	fieldStarts       = "starts"
+	fieldPassword     = "password"
+	fieldRecipients   = "recipients"
 	fieldCounter      = "counter"
 	fieldCeiling      = "ceiling"
 	fieldIdentity     = "identity"
@@ -167,6 +178,7 @@ const (
 // Redis commands: every one a constant above (redisscript.Script.Check).
 func ScriptWords() []string {
 	words := []string{fieldStatus, fieldExpires, fieldCount, fieldTotal, fieldGrabbedCents,
+		fieldStarts, fieldPassword, fieldRecipients,
 		fieldCounter, fieldCeiling, fieldIdentity}
 	for _, s := range metaStatuses {
 		words = append(words, string(s))

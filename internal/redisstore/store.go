@@ -30,6 +30,9 @@ var (
 	ErrGivenUp       = errors.New("envelope was given up or suspended before it was loaded")
 	ErrBadState      = errors.New("envelope state in redis fails a check (not numbers, or beyond exact integers); nothing was changed")
 	ErrNotSuspended  = errors.New("redis does not show the envelope suspended; suspend it first")
+	ErrNotStarted    = errors.New("envelope not started yet")
+	ErrNotRecipient  = errors.New("user is not a recipient of the envelope")
+	ErrWrongPassword = errors.New("wrong password for the envelope")
 )
 
 // Store runs the scripts against one Redis or a Redis Cluster.
@@ -87,17 +90,45 @@ func (s *Store) LoadEnvelope(ctx context.Context, id int64, expiresAt time.Time,
 // The packets may add up to at most totalCents, itself at most 2^53 - 1,
 // each worth at least a cent: checked here, before Redis is asked.
 func (s *Store) LoadEnvelopeIn(ctx context.Context, epoch string, id int64, expiresAt time.Time, totalCents int64, packets []Packet) (loaded bool, err error) {
+	return s.LoadGated(ctx, epoch, id, expiresAt, totalCents, packets, Gates{})
+}
+
+// Gates are an envelope's checks that take nothing, made by the grab script
+// before a packet is taken.
+type Gates struct {
+	StartsAt       time.Time // grabs before it are refused; zero: none
+	PasswordDigest string    // envelope.PasswordDigest of its password; "": none
+	Recipients     []string  // the users who may grab; empty: anyone
+}
+
+// args are the gates as load.lua and reload.lua take them: starts,
+// password digest, r, then the r recipients.
+func (g Gates) args(args []any) []any {
+	var starts int64
+	if !g.StartsAt.IsZero() {
+		starts = g.StartsAt.UnixMilli()
+	}
+	args = append(args, starts, g.PasswordDigest, len(g.Recipients))
+	for _, u := range g.Recipients {
+		args = append(args, u)
+	}
+	return args
+}
+
+// LoadGated is LoadEnvelopeIn for an envelope with gates.
+func (s *Store) LoadGated(ctx context.Context, epoch string, id int64, expiresAt time.Time, totalCents int64, packets []Packet, g Gates) (loaded bool, err error) {
 	if err := checkPackets(totalCents, packets); err != nil {
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
 	}
-	args := make([]any, 0, 4+len(packets))
+	args := make([]any, 0, 7+len(g.Recipients)+len(packets))
 	args = append(args, expiresAt.UnixMilli(), len(packets), totalCents, epoch)
+	args = g.args(args)
 	buf := make([]byte, 0, 24)
 	for _, p := range packets {
 		buf = appendPacket(buf[:0], p)
 		args = append(args, string(buf))
 	}
-	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
+	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id)), s.keys.Recipients(id)}
 	code, _, err := loadScript.Run(ctx, s.rdb, keys, args...)
 	if err != nil {
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
@@ -144,10 +175,18 @@ type Claim struct {
 // grab is asked again; a width used up for the day is
 // ErrOrderNumbersExhausted.
 func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now time.Time) (Claim, error) {
+	return s.GrabWithPassword(ctx, envelopeID, userID, "", now)
+}
+
+// GrabWithPassword is Grab carrying the digest of the password the user
+// gave (envelope.PasswordDigest; "" for none): an envelope with a password
+// refuses any other with ErrWrongPassword, taking nothing.
+func (s *Store) GrabWithPassword(ctx context.Context, envelopeID int64, userID, digest string, now time.Time) (Claim, error) {
 	if s.numbering == nil {
 		return Claim{}, fmt.Errorf("grab envelope %d: the store numbers no orders (NumberOrders)", envelopeID)
 	}
 	g := s.newGrab(envelopeID, userID, now)
+	g.args[3] = digest
 	for attempt := 1; ; attempt++ {
 		r := s.grabOnce(ctx, g)
 		var short *OrderShortage
@@ -185,16 +224,16 @@ func (s *Store) grabOnce(ctx context.Context, g grabCall) grabReply {
 type grabCall struct {
 	shard int
 	date  string    // the day of its order number
-	keys  [3]string // meta, pool, claims
-	args  [3]any    // user, now, envelope
+	keys  [4]string // meta, pool, claims, recipients
+	args  [4]any    // user, now, envelope, password digest
 }
 
 func (s *Store) newGrab(envelopeID int64, userID string, now time.Time) grabCall {
 	return grabCall{
 		shard: s.keys.Shard(envelopeID),
 		date:  s.numbering.Date(now),
-		keys:  [3]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID)},
-		args:  [3]any{userID, now.UnixMilli(), envelopeID},
+		keys:  [4]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID), s.keys.Recipients(envelopeID)},
+		args:  [4]any{userID, now.UnixMilli(), envelopeID, ""},
 	}
 }
 
@@ -202,9 +241,9 @@ func (s *Store) newGrab(envelopeID int64, userID string, now time.Time) grabCall
 // (one shard, one day).
 func (s *Store) grabArgs(sc *shardCall) ([]string, []any) {
 	g0 := sc.grabs[0].call
-	ks := make([]string, 2, 2+3*len(sc.grabs))
+	ks := make([]string, 2, 2+4*len(sc.grabs))
 	ks[0], ks[1] = s.keys.Consumed(g0.shard), s.keys.Orders(g0.shard, g0.date)
-	args := make([]any, 5, 5+3*len(sc.grabs))
+	args := make([]any, 5, 5+4*len(sc.grabs))
 	args[0], args[1], args[2], args[3], args[4] = g0.date, s.orderWidth, s.keys.Shards(), g0.shard+1, s.maxCounter[g0.shard]
 	for _, p := range sc.grabs {
 		ks = append(ks, p.call.keys[:]...)

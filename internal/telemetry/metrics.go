@@ -13,7 +13,8 @@ import (
 // loads so that alerts and rates see every series from the start.
 var (
 	// GrabResults are the values of redpacket_grabs_total{result}.
-	GrabResults = []string{"granted", "repeat", "sold_out", "expired", "not_found", "invalid", "limited", "unavailable", "canceled"}
+	GrabResults = []string{"granted", "repeat", "sold_out", "expired", "not_found", "invalid", "limited", "unavailable", "canceled",
+		"not_started", "not_recipient", "wrong_password"}
 	// ConflictReasons are the reasons claim_conflicts records (pgstore's
 	// recordConflicts statement).
 	ConflictReasons = []string{"unknown_packet", "wrong_envelope", "packet_refunded",

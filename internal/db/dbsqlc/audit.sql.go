@@ -58,13 +58,16 @@ func (q *Queries) AuditConflicts(ctx context.Context, since time.Time) ([]AuditC
 
 const AuditPage = `-- name: AuditPage :many
 WITH page AS MATERIALIZED (
-    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at FROM envelopes v
+    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at,
+           v.kind, v.recipients_count, v.starts_at FROM envelopes v
     WHERE v.id > $1 ORDER BY v.id LIMIT $2
 )
 SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
        (e.settled_at IS NOT NULL)::boolean AS has_settled_at,
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
-       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice
+       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
+       e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -74,7 +77,12 @@ CROSS JOIN LATERAL (
            count(p.refunded_at) AS refunded_n,
            coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
            count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
-           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice
+           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice,
+           coalesce(min(p.amount_cents), 0)::bigint AS min_cents,
+           coalesce(max(p.amount_cents), 0)::bigint AS max_cents,
+           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND e.recipients_count > 0 AND NOT EXISTS (
+               SELECT 1 FROM envelope_recipients r WHERE r.envelope_id = e.id AND r.user_id = p.claimed_by)) AS not_recipient,
+           count(*) FILTER (WHERE p.claimed_at < e.starts_at) AS before_start
     FROM packets p
     WHERE p.envelope_id = e.id
 ) a
@@ -102,6 +110,13 @@ type AuditPageRow struct {
 	PacketsRefundedCents int64
 	ClaimedAndRefunded   int64
 	UsersTwice           int64
+	Kind                 envelope.Kind
+	RecipientsCount      int32
+	MinCents             int64
+	MaxCents             int64
+	NotRecipient         int64
+	BeforeStart          int64
+	RecipientRows        int64
 }
 
 // AuditPage is a page of every envelope, keyset-paginated by id, and for
@@ -136,6 +151,13 @@ func (q *Queries) AuditPage(ctx context.Context, arg AuditPageParams) ([]AuditPa
 			&i.PacketsRefundedCents,
 			&i.ClaimedAndRefunded,
 			&i.UsersTwice,
+			&i.Kind,
+			&i.RecipientsCount,
+			&i.MinCents,
+			&i.MaxCents,
+			&i.NotRecipient,
+			&i.BeforeStart,
+			&i.RecipientRows,
 		); err != nil {
 			return nil, err
 		}
@@ -149,7 +171,8 @@ func (q *Queries) AuditPage(ctx context.Context, arg AuditPageParams) ([]AuditPa
 
 const AuditPageSince = `-- name: AuditPageSince :many
 WITH page AS MATERIALIZED (
-    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at FROM envelopes v
+    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at,
+           v.kind, v.recipients_count, v.starts_at FROM envelopes v
     WHERE v.id > $1
       AND (v.created_at >= $2 OR v.status IN ('loading', 'open', 'sold_out', 'expired', 'suspended'))
     ORDER BY v.id LIMIT $3
@@ -157,7 +180,9 @@ WITH page AS MATERIALIZED (
 SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
        (e.settled_at IS NOT NULL)::boolean AS has_settled_at,
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
-       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice
+       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
+       e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -167,7 +192,12 @@ CROSS JOIN LATERAL (
            count(p.refunded_at) AS refunded_n,
            coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
            count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
-           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice
+           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice,
+           coalesce(min(p.amount_cents), 0)::bigint AS min_cents,
+           coalesce(max(p.amount_cents), 0)::bigint AS max_cents,
+           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND e.recipients_count > 0 AND NOT EXISTS (
+               SELECT 1 FROM envelope_recipients r WHERE r.envelope_id = e.id AND r.user_id = p.claimed_by)) AS not_recipient,
+           count(*) FILTER (WHERE p.claimed_at < e.starts_at) AS before_start
     FROM packets p
     WHERE p.envelope_id = e.id
 ) a
@@ -196,6 +226,13 @@ type AuditPageSinceRow struct {
 	PacketsRefundedCents int64
 	ClaimedAndRefunded   int64
 	UsersTwice           int64
+	Kind                 envelope.Kind
+	RecipientsCount      int32
+	MinCents             int64
+	MaxCents             int64
+	NotRecipient         int64
+	BeforeStart          int64
+	RecipientRows        int64
 }
 
 // AuditPageSince is a page of the envelopes created at or after since plus
@@ -227,6 +264,13 @@ func (q *Queries) AuditPageSince(ctx context.Context, arg AuditPageSinceParams) 
 			&i.PacketsRefundedCents,
 			&i.ClaimedAndRefunded,
 			&i.UsersTwice,
+			&i.Kind,
+			&i.RecipientsCount,
+			&i.MinCents,
+			&i.MaxCents,
+			&i.NotRecipient,
+			&i.BeforeStart,
+			&i.RecipientRows,
 		); err != nil {
 			return nil, err
 		}

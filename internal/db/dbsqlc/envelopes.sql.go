@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"redpacket/internal/envelope"
@@ -56,8 +57,29 @@ func (q *Queries) ClaimedCount(ctx context.Context, envelopeID int64) (int64, er
 	return count, err
 }
 
+const CloseEnvelope = `-- name: CloseEnvelope :execrows
+UPDATE envelopes SET closed_at = $1::timestamptz, expires_at = least(expires_at, $1::timestamptz)
+WHERE id = $2 AND closed_at IS NULL AND status IN ('open', 'suspended')
+`
+
+type CloseEnvelopeParams struct {
+	ClosedAt time.Time
+	ID       int64
+}
+
+// CloseEnvelope records the sender's early close of an open or suspended
+// envelope, once: closed_at is set and expires_at moved to it, so the
+// flusher settles it as an expired one. It changes no other envelope.
+func (q *Queries) CloseEnvelope(ctx context.Context, arg CloseEnvelopeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, CloseEnvelope, arg.ClosedAt, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const DueForSettlement = `-- name: DueForSettlement :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
 WHERE status IN ('open', 'expired', 'sold_out') AND (expires_at <= $1 OR status = 'sold_out')
   AND shard = ANY($2::int[])
 ORDER BY expires_at LIMIT $3
@@ -95,6 +117,13 @@ func (q *Queries) DueForSettlement(ctx context.Context, arg DueForSettlementPara
 			&i.RefundedCents,
 			&i.SuspendedAt,
 			&i.SuspendReason,
+			&i.Kind,
+			&i.RecipientsCount,
+			&i.PasswordDigest,
+			&i.Greeting,
+			&i.Metadata,
+			&i.StartsAt,
+			&i.ClosedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -107,7 +136,7 @@ func (q *Queries) DueForSettlement(ctx context.Context, arg DueForSettlementPara
 }
 
 const EnvelopeByID = `-- name: EnvelopeByID :one
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason FROM envelopes WHERE id = $1
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes WHERE id = $1
 `
 
 func (q *Queries) EnvelopeByID(ctx context.Context, id int64) (Envelope, error) {
@@ -128,12 +157,19 @@ func (q *Queries) EnvelopeByID(ctx context.Context, id int64) (Envelope, error) 
 		&i.RefundedCents,
 		&i.SuspendedAt,
 		&i.SuspendReason,
+		&i.Kind,
+		&i.RecipientsCount,
+		&i.PasswordDigest,
+		&i.Greeting,
+		&i.Metadata,
+		&i.StartsAt,
+		&i.ClosedAt,
 	)
 	return i, err
 }
 
 const EnvelopeByShareCode = `-- name: EnvelopeByShareCode :one
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason FROM envelopes WHERE share_code = $1::text
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes WHERE share_code = $1::text
 `
 
 func (q *Queries) EnvelopeByShareCode(ctx context.Context, shareCode string) (Envelope, error) {
@@ -154,24 +190,39 @@ func (q *Queries) EnvelopeByShareCode(ctx context.Context, shareCode string) (En
 		&i.RefundedCents,
 		&i.SuspendedAt,
 		&i.SuspendReason,
+		&i.Kind,
+		&i.RecipientsCount,
+		&i.PasswordDigest,
+		&i.Greeting,
+		&i.Metadata,
+		&i.StartsAt,
+		&i.ClosedAt,
 	)
 	return i, err
 }
 
 const InsertEnvelope = `-- name: InsertEnvelope :exec
-INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'loading', $7, $8)
+INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at,
+                       kind, recipients_count, password_digest, greeting, metadata, starts_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'loading', $7, $8,
+        $9, $10, $11, $12, $13, $14)
 `
 
 type InsertEnvelopeParams struct {
-	ID         int64
-	Shard      int
-	ShareCode  *string
-	SenderID   string
-	TotalCents int64
-	Count      int
-	CreatedAt  time.Time
-	ExpiresAt  time.Time
+	ID              int64
+	Shard           int
+	ShareCode       *string
+	SenderID        string
+	TotalCents      int64
+	Count           int
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	Kind            envelope.Kind
+	RecipientsCount int
+	PasswordDigest  *string
+	Greeting        string
+	Metadata        json.RawMessage
+	StartsAt        *time.Time
 }
 
 // InsertEnvelope writes a new envelope, loading until its pool is in Redis.
@@ -185,6 +236,12 @@ func (q *Queries) InsertEnvelope(ctx context.Context, arg InsertEnvelopeParams) 
 		arg.Count,
 		arg.CreatedAt,
 		arg.ExpiresAt,
+		arg.Kind,
+		arg.RecipientsCount,
+		arg.PasswordDigest,
+		arg.Greeting,
+		arg.Metadata,
+		arg.StartsAt,
 	)
 	return err
 }
@@ -195,8 +252,24 @@ type InsertPacketsParams struct {
 	AmountCents int64
 }
 
+const InsertRecipients = `-- name: InsertRecipients :exec
+INSERT INTO envelope_recipients (envelope_id, user_id)
+SELECT $1, u FROM unnest($2::text[]) AS u
+`
+
+type InsertRecipientsParams struct {
+	EnvelopeID int64
+	UserIds    []string
+}
+
+// InsertRecipients writes the users who may grab an envelope.
+func (q *Queries) InsertRecipients(ctx context.Context, arg InsertRecipientsParams) error {
+	_, err := q.db.Exec(ctx, InsertRecipients, arg.EnvelopeID, arg.UserIds)
+	return err
+}
+
 const LoadingEnvelopes = `-- name: LoadingEnvelopes :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
 WHERE status = 'loading' AND created_at < $1 AND shard = ANY($2::int[])
 ORDER BY id LIMIT $3
 `
@@ -233,6 +306,13 @@ func (q *Queries) LoadingEnvelopes(ctx context.Context, arg LoadingEnvelopesPara
 			&i.RefundedCents,
 			&i.SuspendedAt,
 			&i.SuspendReason,
+			&i.Kind,
+			&i.RecipientsCount,
+			&i.PasswordDigest,
+			&i.Greeting,
+			&i.Metadata,
+			&i.StartsAt,
+			&i.ClosedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -280,6 +360,31 @@ func (q *Queries) MarkLoaded(ctx context.Context, id int64) (envelope.Status, er
 	return status, err
 }
 
+const Recipients = `-- name: Recipients :many
+SELECT user_id FROM envelope_recipients WHERE envelope_id = $1 ORDER BY user_id
+`
+
+// Recipients lists the users who may grab an envelope (none: anyone may).
+func (q *Queries) Recipients(ctx context.Context, envelopeID int64) ([]string, error) {
+	rows, err := q.db.Query(ctx, Recipients, envelopeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var user_id string
+		if err := rows.Scan(&user_id); err != nil {
+			return nil, err
+		}
+		items = append(items, user_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const UnclaimedPackets = `-- name: UnclaimedPackets :many
 SELECT id, amount_cents FROM packets
 WHERE envelope_id = $1 AND claimed_by IS NULL AND refunded_at IS NULL
@@ -314,7 +419,7 @@ func (q *Queries) UnclaimedPackets(ctx context.Context, envelopeID int64) ([]Unc
 }
 
 const UnsettledEnvelopes = `-- name: UnsettledEnvelopes :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
 WHERE status IN ('loading', 'open', 'expired') AND shard = $1
 ORDER BY id
 `
@@ -345,6 +450,13 @@ func (q *Queries) UnsettledEnvelopes(ctx context.Context, shard int) ([]Envelope
 			&i.RefundedCents,
 			&i.SuspendedAt,
 			&i.SuspendReason,
+			&i.Kind,
+			&i.RecipientsCount,
+			&i.PasswordDigest,
+			&i.Greeting,
+			&i.Metadata,
+			&i.StartsAt,
+			&i.ClosedAt,
 		); err != nil {
 			return nil, err
 		}

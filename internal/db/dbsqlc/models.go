@@ -94,6 +94,28 @@ type Envelope struct {
 	SuspendedAt *time.Time
 	// Why it was suspended, in words; NULL unless status is suspended. Cleared by flusher recover.
 	SuspendReason *string
+	// How the money was split: random or fixed; set at creation.
+	Kind envelope.Kind
+	// How many users may grab (rows of envelope_recipients); 0: anyone. Set at creation.
+	RecipientsCount int
+	// Lowercase hex SHA-256 of "<envelope id>:<password>" when a grab must carry a password, else NULL. The password itself is stored nowhere.
+	PasswordDigest *string
+	// The sender's greeting, up to 64 characters; empty when none.
+	Greeting string
+	// The campaign's string keys and values, up to 20; carried in every event of the envelope.
+	Metadata json.RawMessage
+	// UTC instant before which grabs are refused (not_started); NULL: offered from created_at. expires_at counts from it.
+	StartsAt *time.Time
+	// UTC instant the sender closed the envelope early (POST .../close); expires_at was moved to it. NULL: never closed.
+	ClosedAt *time.Time
+}
+
+// The users who may grab an envelope with designated recipients, one row each; written with the envelope.
+type EnvelopeRecipient struct {
+	// The envelope.
+	EnvelopeID int64
+	// A user who may grab it.
+	UserID string
 }
 
 // One row per envelope with its grabs counted from the packets themselves (not from envelopes.claimed_cents).
@@ -148,26 +170,16 @@ type Event struct {
 	LastError *string
 }
 
-// Every event as the feed and the webhooks send it: a packet.claimed event's data comes from its packet.
 type EventMessage struct {
-	// events.id: position in the feed.
-	ID int64
-	// events.type.
-	Type envelope.EventType
-	// events.envelope_id.
-	EnvelopeID int64
-	// The event's JSON data as sent.
-	Data json.RawMessage
-	// events.created_at.
-	CreatedAt time.Time
-	// events.delivered_at: accepted by the webhook receiver.
-	DeliveredAt *time.Time
-	// events.attempts: failed webhook deliveries.
-	Attempts int
-	// events.next_attempt_at.
+	ID            int64
+	Type          envelope.EventType
+	EnvelopeID    int64
+	Data          json.RawMessage
+	CreatedAt     time.Time
+	DeliveredAt   *time.Time
+	Attempts      int
 	NextAttemptAt *time.Time
-	// events.last_error.
-	LastError *string
+	LastError     *string
 }
 
 // One row per Idempotency-Key a create sent and the envelope it made; kept until expires_at (IDEMPOTENCY_TTL after the create).

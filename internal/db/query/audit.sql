@@ -7,13 +7,16 @@
 -- only in which envelopes make the page: the aggregate must stay the same in
 -- both (internal/audit/query.go explains the plan; a test keeps it).
 WITH page AS MATERIALIZED (
-    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at FROM envelopes v
+    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at,
+           v.kind, v.recipients_count, v.starts_at FROM envelopes v
     WHERE v.id > @after ORDER BY v.id LIMIT @max_rows
 )
 SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
        (e.settled_at IS NOT NULL)::boolean AS has_settled_at,
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
-       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice
+       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
+       e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -23,7 +26,12 @@ CROSS JOIN LATERAL (
            count(p.refunded_at) AS refunded_n,
            coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
            count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
-           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice
+           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice,
+           coalesce(min(p.amount_cents), 0)::bigint AS min_cents,
+           coalesce(max(p.amount_cents), 0)::bigint AS max_cents,
+           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND e.recipients_count > 0 AND NOT EXISTS (
+               SELECT 1 FROM envelope_recipients r WHERE r.envelope_id = e.id AND r.user_id = p.claimed_by)) AS not_recipient,
+           count(*) FILTER (WHERE p.claimed_at < e.starts_at) AS before_start
     FROM packets p
     WHERE p.envelope_id = e.id
 ) a
@@ -35,7 +43,8 @@ ORDER BY e.id;
 -- predicate of envelopes_unsettled_idx so the planner can use that index; it
 -- must name every status except the final ones (settled, failed).
 WITH page AS MATERIALIZED (
-    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at FROM envelopes v
+    SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at,
+           v.kind, v.recipients_count, v.starts_at FROM envelopes v
     WHERE v.id > @after
       AND (v.created_at >= @since OR v.status IN ('loading', 'open', 'sold_out', 'expired', 'suspended'))
     ORDER BY v.id LIMIT @max_rows
@@ -43,7 +52,9 @@ WITH page AS MATERIALIZED (
 SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
        (e.settled_at IS NOT NULL)::boolean AS has_settled_at,
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
-       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice
+       a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
+       e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -53,7 +64,12 @@ CROSS JOIN LATERAL (
            count(p.refunded_at) AS refunded_n,
            coalesce(sum(p.amount_cents) FILTER (WHERE p.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
            count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND p.refunded_at IS NOT NULL) AS claimed_and_refunded,
-           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice
+           (count(p.claimed_by) - count(DISTINCT p.claimed_by))::bigint AS users_twice,
+           coalesce(min(p.amount_cents), 0)::bigint AS min_cents,
+           coalesce(max(p.amount_cents), 0)::bigint AS max_cents,
+           count(*) FILTER (WHERE p.claimed_by IS NOT NULL AND e.recipients_count > 0 AND NOT EXISTS (
+               SELECT 1 FROM envelope_recipients r WHERE r.envelope_id = e.id AND r.user_id = p.claimed_by)) AS not_recipient,
+           count(*) FILTER (WHERE p.claimed_at < e.starts_at) AS before_start
     FROM packets p
     WHERE p.envelope_id = e.id
 ) a

@@ -1,7 +1,25 @@
 -- name: InsertEnvelope :exec
 -- InsertEnvelope writes a new envelope, loading until its pool is in Redis.
-INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at)
-VALUES (@id, @shard, @share_code, @sender_id, @total_cents, @count, 'loading', @created_at, @expires_at);
+INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at,
+                       kind, recipients_count, password_digest, greeting, metadata, starts_at)
+VALUES (@id, @shard, @share_code, @sender_id, @total_cents, @count, 'loading', @created_at, @expires_at,
+        @kind, @recipients_count, @password_digest, @greeting, @metadata, @starts_at);
+
+-- name: InsertRecipients :exec
+-- InsertRecipients writes the users who may grab an envelope.
+INSERT INTO envelope_recipients (envelope_id, user_id)
+SELECT @envelope_id, u FROM unnest(@user_ids::text[]) AS u;
+
+-- name: Recipients :many
+-- Recipients lists the users who may grab an envelope (none: anyone may).
+SELECT user_id FROM envelope_recipients WHERE envelope_id = @envelope_id ORDER BY user_id;
+
+-- name: CloseEnvelope :execrows
+-- CloseEnvelope records the sender's early close of an open or suspended
+-- envelope, once: closed_at is set and expires_at moved to it, so the
+-- flusher settles it as an expired one. It changes no other envelope.
+UPDATE envelopes SET closed_at = @closed_at::timestamptz, expires_at = least(expires_at, @closed_at::timestamptz)
+WHERE id = @id AND closed_at IS NULL AND status IN ('open', 'suspended');
 
 -- name: InsertPackets :copyfrom
 -- InsertPackets writes an envelope's packets with COPY.
