@@ -23,6 +23,9 @@ type Envelope struct {
 	Count      int
 	Status     envelope.Status
 	ExpiresAt  time.Time
+	// SplitCommitment commits to the split before the first grab (see
+	// envelope.SplitCommitment).
+	SplitCommitment string
 }
 
 // finishTimeout bounds the steps after the PostgreSQL commit; they run even
@@ -50,6 +53,10 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: allocate %d packet ids: %w", ErrUnavailable, count, err)
 	}
+	commit, err := s.commitSplit(ctx, id, firstPacket, amounts)
+	if err != nil {
+		return Envelope{}, err
+	}
 	now := s.Now()
 	row := pgstore.Envelope{
 		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
@@ -68,8 +75,20 @@ func (s *Service) Create(ctx context.Context, req envelope.CreateRequest) (Envel
 	}
 	return Envelope{
 		ID: id, ShareCode: *row.ShareCode, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
-		Status: status, ExpiresAt: row.ExpiresAt,
+		Status: status, ExpiresAt: row.ExpiresAt, SplitCommitment: commit.Commitment,
 	}, nil
+}
+
+// commitSplit commits to the split and records the commitment before the
+// envelope is written, so that no envelope is ever without one (a create
+// that fails after it leaves a commitment of no envelope, which harms
+// nothing).
+func (s *Service) commitSplit(ctx context.Context, id, firstPacket int64, amounts []int64) (envelope.SplitCommitment, error) {
+	commit := envelope.CommitSplit(envelope.HandOutOrder(firstPacket, amounts))
+	if err := s.pg.InsertSplitCommitment(ctx, id, commit); err != nil {
+		return commit, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return commit, nil
 }
 
 // shareCodeTries bounds retries when a share code is already taken, which

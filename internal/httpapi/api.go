@@ -71,12 +71,18 @@ func New(svc *grab.Service, o Options) *API {
 		// A short id is handed out (written) on first ask: not a read.
 		endpoint{Endpoint{http.MethodPost, "/v1/users/{user_id}/short-id", apikey.ScopeGrab}, a.shortID},
 		endpoint{Endpoint{http.MethodGet, "/v1/events", apikey.ScopeEvents}, a.events(o.Events)},
+		endpoint{Endpoint{http.MethodGet, "/v1/users/{user_id}/claims", apikey.ScopeRead}, a.userClaims},
+		endpoint{Endpoint{http.MethodGet, "/v1/senders/{sender_id}/envelopes", apikey.ScopeRead}, a.senderEnvelopes},
 	)
 	// /v1/envelopes/{id}/grab and /v1/envelopes/by-code/{share_code} overlap as
 	// patterns (by-code/grab matches both), so one handler tells them apart.
 	grabH := a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/grab", apikey.ScopeGrab}, a.grab})
 	byCode := a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/by-code/{share_code}", apikey.ScopeRead}, a.statusByCode})
-	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(grabH, byCode))
+	reads := map[string]http.HandlerFunc{
+		"claims": a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/{id}/claims", apikey.ScopeRead}, a.envelopeClaims}),
+		"split":  a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/{id}/split", apikey.ScopeRead}, a.split}),
+	}
+	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(grabH, byCode, reads))
 	metrics := telemetry.Grabber.Handler()
 	if o.NoMetrics {
 		metrics = nil
@@ -133,10 +139,16 @@ func (a *API) scoped(ep endpoint) http.HandlerFunc {
 	}
 }
 
-func (a *API) envelopeSub(grabH, byCode http.HandlerFunc) http.HandlerFunc {
+func (a *API) envelopeSub(grabH, byCode http.HandlerFunc, reads map[string]http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		byCodePath := r.PathValue("id") == "by-code"
+		read, isRead := reads[r.PathValue("sub")]
+		isGet := r.Method == http.MethodGet || r.Method == http.MethodHead
 		switch {
+		case !byCodePath && isRead && isGet:
+			read(w, r)
+		case !byCodePath && isRead:
+			a.methodNotAllowed(w, r, "GET, HEAD")
 		case byCodePath && (r.Method == http.MethodGet || r.Method == http.MethodHead): // as ServeMux serves GET routes
 			byCode(w, r)
 		case !byCodePath && r.PathValue("sub") == "grab" && r.Method == http.MethodPost:

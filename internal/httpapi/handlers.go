@@ -22,6 +22,9 @@ type createResponse struct {
 	Count      int             `json:"count"`
 	Status     envelope.Status `json:"status"`
 	ExpiresAt  Timestamp       `json:"expires_at"`
+	// SplitCommitment commits to the split before the first grab; see
+	// GET /v1/envelopes/{id}/split.
+	SplitCommitment string `json:"split_commitment"`
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +43,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusCreated, createResponse{
 		EnvelopeID: e.ID, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
-		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
+		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt), SplitCommitment: e.SplitCommitment,
 	})
 }
 
@@ -93,6 +96,9 @@ type statusResponse struct {
 	CreatedAt      Timestamp       `json:"created_at"`
 	ExpiresAt      Timestamp       `json:"expires_at"`
 	SettledAt      *Timestamp      `json:"settled_at,omitempty"`
+	// Best is the luckiest grab once the envelope sold out or was settled;
+	// null before.
+	Best *claimJSON `json:"best"`
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
@@ -115,6 +121,10 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status
 		a.writeError(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, toStatusResponse(st))
+}
+
+func toStatusResponse(st grab.Status) statusResponse {
 	resp := statusResponse{
 		EnvelopeID: st.ID, SenderID: st.SenderID, Status: st.Status,
 		TotalCents: st.TotalCents, Count: st.Count, GrabbedCount: st.GrabbedCount,
@@ -128,7 +138,8 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status
 		t := Timestamp(*st.SettledAt)
 		resp.SettledAt = &t
 	}
-	writeJSON(w, http.StatusOK, resp)
+	resp.Best = toClaimJSON(st.Best)
+	return resp
 }
 
 type shortIDResponse struct {

@@ -168,6 +168,8 @@ type createResponse struct {
 	Count      int    `json:"count"`
 	Status     string `json:"status"`
 	ExpiresAt  string `json:"expires_at"`
+	// SplitCommitment is checked by the split tests.
+	SplitCommitment string `json:"split_commitment"`
 }
 
 type grabResponse struct {
@@ -193,6 +195,7 @@ type statusResponse struct {
 	CreatedAt      string  `json:"created_at"`
 	ExpiresAt      string  `json:"expires_at"`
 	SettledAt      *string `json:"settled_at"`
+	Best           *claim  `json:"best"`
 }
 
 // create makes an envelope and requires 201.

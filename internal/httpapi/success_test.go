@@ -20,7 +20,7 @@ func TestCreateShape(t *testing.T) {
 	if a.Status != http.StatusCreated {
 		t.Fatalf("create: %s, want 201", a)
 	}
-	requireKeys(t, a, "envelope_id", "share_code", "sender_id", "total_cents", "count", "status", "expires_at")
+	requireKeys(t, a, "envelope_id", "share_code", "sender_id", "total_cents", "count", "status", "expires_at", "split_commitment")
 	var r createResponse
 	requireJSON(t, a, &r)
 	// yyMMdd of the creation day, then 5 digits.
