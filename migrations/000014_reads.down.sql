@@ -17,4 +17,5 @@ CREATE INDEX envelopes_sender_idx ON envelopes (sender_id, created_at);
 DROP INDEX packets_user_claims_idx;
 CREATE INDEX packets_claimed_by_idx ON packets (claimed_by, claimed_at)
     WHERE claimed_by IS NOT NULL;
+DROP INDEX packets_envelope_best_idx;
 DROP INDEX packets_envelope_claims_idx;

@@ -8,13 +8,20 @@
 -- Redis hands an envelope's packets out from the end of its pool, which is
 -- loaded (and reloaded after a loss) in packet id order: packets go out in
 -- descending id order. This index lists an envelope's claims in that order
--- (GET /v1/envelopes/{id}/claims) and, with the amounts included, finds its
--- luckiest grab without reading the table. Partial: a packet enters it when
--- it is claimed, the same update that already writes the other indexes.
-CREATE INDEX packets_envelope_claims_idx ON packets (envelope_id, id) INCLUDE (amount_cents)
+-- (GET /v1/envelopes/{id}/claims). Partial: a packet enters it when it is
+-- claimed, in the update that writes the other indexes anyway.
+CREATE INDEX packets_envelope_claims_idx ON packets (envelope_id, id)
     WHERE claimed_by IS NOT NULL;
 COMMENT ON INDEX packets_envelope_claims_idx IS
-    'An envelope''s claims in hand-out order (descending packet id), with their amounts: the claims list and the luckiest grab.';
+    'An envelope''s claims in hand-out order (descending packet id): the claims list.';
+
+-- An envelope's luckiest grab is the first entry of this index: reading it
+-- costs the same for 10 claims or 100,000 (sorting the claims of a
+-- 100,000-packet envelope took about 70 ms, for every status answer).
+CREATE INDEX packets_envelope_best_idx ON packets (envelope_id, amount_cents DESC, id DESC)
+    WHERE claimed_by IS NOT NULL;
+COMMENT ON INDEX packets_envelope_best_idx IS
+    'An envelope''s claims by amount, largest first, the first handed out on a tie: the luckiest grab (best_claim).';
 
 -- A user's claims newest first (GET /v1/users/{user_id}/claims): the packet
 -- id breaks ties of claimed_at, so the key (claimed_at, id) is unique.
