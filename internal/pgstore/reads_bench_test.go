@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"testing"
@@ -24,7 +25,9 @@ func BenchmarkHistoryPages(b *testing.B) {
 		}
 	}
 	s, pool := newStore(b)
-	ctx := ctxT(b)
+	// Writing the table takes minutes: longer than ctxT allows.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
 	start := time.Now()
 	// Envelopes of 10 packets (1000..), but the first one holds 100,000; the
 	// packet ids are those of envelope id*10+k; 1,000 users and 100
@@ -81,7 +84,10 @@ func BenchmarkHistoryPages(b *testing.B) {
 		})
 	})
 	b.Run("sender/first", func(b *testing.B) {
-		page(b, func() (int, error) { r, err := s.SenderEnvelopes(ctx, "sender-7", far, 1<<62, limit); return len(r), err })
+		page(b, func() (int, error) {
+			r, err := s.SenderEnvelopes(ctx, "sender-7", far, 1<<62, limit)
+			return len(r), err
+		})
 	})
 	b.Run("sender/deepest", func(b *testing.B) {
 		page(b, func() (int, error) {
