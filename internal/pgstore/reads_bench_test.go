@@ -20,8 +20,8 @@ func BenchmarkHistoryPages(b *testing.B) {
 	n := int64(1_000_000)
 	if v := os.Getenv("BENCH_READS_PACKETS"); v != "" {
 		var err error
-		if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 200_000 {
-			b.Fatalf("BENCH_READS_PACKETS=%q: want a number of at least 200000", v)
+		if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 1_000_000 {
+			b.Fatalf("BENCH_READS_PACKETS=%q: want a number of at least 1000000", v)
 		}
 	}
 	s, pool := newStore(b)
@@ -100,6 +100,33 @@ func BenchmarkHistoryPages(b *testing.B) {
 	})
 	b.Run("envelope/deepest", func(b *testing.B) {
 		page(b, func() (int, error) { r, err := s.EnvelopeClaims(ctx, 1, 10+limit, limit); return len(r), err })
+	})
+	// The reference: the same deepest pages read with OFFSET, which walks
+	// every newer row first.
+	offsetPage := func(b *testing.B, sql, key string) {
+		var total int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM ("+sql+") t", key, 1<<30, 0).Scan(&total); err != nil {
+			b.Fatal(err)
+		}
+		page(b, func() (int, error) {
+			rows, err := pool.Query(ctx, sql, key, limit, total-limit-1)
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			return n, rows.Err()
+		})
+	}
+	b.Run("user/deepest-by-offset", func(b *testing.B) {
+		offsetPage(b, `SELECT p.id, e.sender_id FROM packets p JOIN envelopes e ON e.id = p.envelope_id
+			WHERE p.claimed_by = $1 ORDER BY p.claimed_at DESC, p.id DESC LIMIT $2 OFFSET $3`, "user-7")
+	})
+	b.Run("sender/deepest-by-offset", func(b *testing.B) {
+		offsetPage(b, `SELECT * FROM envelopes WHERE sender_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`, "sender-7")
 	})
 	b.Run("envelope/best", func(b *testing.B) {
 		for b.Loop() {
