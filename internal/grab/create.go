@@ -30,6 +30,9 @@ type Envelope struct {
 	Greeting        string
 	Metadata        json.RawMessage // a JSON object
 	StartsAt        time.Time
+	// SplitCommitment commits to the split before the first grab (see
+	// envelope.SplitCommitment).
+	SplitCommitment string
 }
 
 // finishTimeout bounds the steps after the PostgreSQL commit; they run even
@@ -77,6 +80,10 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: allocate %d packet ids: %w", ErrUnavailable, count, err)
 	}
+	commit, err := s.commitSplit(ctx, id, firstPacket, amounts)
+	if err != nil {
+		return Envelope{}, err
+	}
 	start := now
 	row := pgstore.Envelope{
 		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
@@ -109,7 +116,20 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 		ID: id, ShareCode: *row.ShareCode, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,
 		Status: status, ExpiresAt: row.ExpiresAt, Kind: row.Kind, RecipientsCount: len(req.Recipients),
 		HasPassword: req.Password != nil, Greeting: row.Greeting, Metadata: metadata, StartsAt: start,
+		SplitCommitment: commit.Commitment,
 	}, nil
+}
+
+// commitSplit commits to the split and records the commitment before the
+// envelope is written, so that no envelope is ever without one (a create
+// that fails after it leaves a commitment of no envelope, which harms
+// nothing).
+func (s *Service) commitSplit(ctx context.Context, id, firstPacket int64, amounts []int64) (envelope.SplitCommitment, error) {
+	commit := envelope.CommitSplit(envelope.HandOutOrder(firstPacket, amounts))
+	if err := s.pg.InsertSplitCommitment(ctx, id, commit); err != nil {
+		return commit, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return commit, nil
 }
 
 // shareCodeTries bounds retries when a share code is already taken, which

@@ -19,6 +19,7 @@ type Status struct {
 	GrabbedCount   int64
 	GrabbedCents   int64
 	RemainingCount int64
+	Best           *pgstore.ClaimedPacket // the luckiest grab, once shown (see bestShown)
 }
 
 // Status reports envelope id.
@@ -73,6 +74,9 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 		st.RemainingCount = int64(e.Count) - st.GrabbedCount
 	}
 	st.Status = liveStatus(e, live, st.RemainingCount, s.Now())
+	if st.Best, err = s.best(ctx, e); err != nil {
+		return Status{}, err
+	}
 	return st, nil
 }
 

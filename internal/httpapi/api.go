@@ -71,14 +71,23 @@ func New(svc *grab.Service, o Options) *API {
 		// A short id is handed out (written) on first ask: not a read.
 		endpoint{Endpoint{http.MethodPost, "/v1/users/{user_id}/short-id", apikey.ScopeGrab}, a.shortID},
 		endpoint{Endpoint{http.MethodGet, "/v1/events", apikey.ScopeEvents}, a.events(o.Events)},
+		endpoint{Endpoint{http.MethodGet, "/v1/users/{user_id}/claims", apikey.ScopeRead}, a.userClaims},
+		endpoint{Endpoint{http.MethodGet, "/v1/senders/{sender_id}/envelopes", apikey.ScopeRead}, a.senderEnvelopes},
 	)
 	// /v1/envelopes/{id}/grab and /v1/envelopes/by-code/{share_code} overlap as
 	// patterns (by-code/grab matches both), so one handler tells them apart.
 	grabH := a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/grab", apikey.ScopeGrab}, a.grab})
 	byCode := a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/by-code/{share_code}", apikey.ScopeRead}, a.statusByCode})
-	// Closing is the sender's, as creating is.
-	closeH := a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/close", apikey.ScopeCreate}, a.closeEnvelope})
-	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(grabH, closeH, byCode))
+	posts := map[string]http.HandlerFunc{
+		"grab": grabH,
+		// Closing is the sender's, as creating is.
+		"close": a.scoped(endpoint{Endpoint{http.MethodPost, "/v1/envelopes/{id}/close", apikey.ScopeCreate}, a.closeEnvelope}),
+	}
+	reads := map[string]http.HandlerFunc{
+		"claims": a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/{id}/claims", apikey.ScopeRead}, a.envelopeClaims}),
+		"split":  a.scoped(endpoint{Endpoint{http.MethodGet, "/v1/envelopes/{id}/split", apikey.ScopeRead}, a.split}),
+	}
+	a.mux.HandleFunc("/v1/envelopes/{id}/{sub}", a.envelopeSub(byCode, posts, reads))
 	metrics := telemetry.Grabber.Handler()
 	if o.NoMetrics {
 		metrics = nil
@@ -135,19 +144,25 @@ func (a *API) scoped(ep endpoint) http.HandlerFunc {
 	}
 }
 
-func (a *API) envelopeSub(grabH, closeH, byCode http.HandlerFunc) http.HandlerFunc {
+func (a *API) envelopeSub(byCode http.HandlerFunc, posts, reads map[string]http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		byCodePath := r.PathValue("id") == "by-code"
+		sub := r.PathValue("sub")
+		post, isPost := posts[sub]
+		read, isRead := reads[sub]
+		isGet := r.Method == http.MethodGet || r.Method == http.MethodHead // as ServeMux serves GET routes
 		switch {
-		case byCodePath && (r.Method == http.MethodGet || r.Method == http.MethodHead): // as ServeMux serves GET routes
+		case byCodePath && isGet:
 			byCode(w, r)
-		case !byCodePath && r.PathValue("sub") == "grab" && r.Method == http.MethodPost:
-			grabH(w, r)
-		case !byCodePath && r.PathValue("sub") == "close" && r.Method == http.MethodPost:
-			closeH(w, r)
 		case byCodePath:
 			a.methodNotAllowed(w, r, "GET, HEAD")
-		case r.PathValue("sub") == "grab", r.PathValue("sub") == "close":
+		case isRead && isGet:
+			read(w, r)
+		case isRead:
+			a.methodNotAllowed(w, r, "GET, HEAD")
+		case isPost && r.Method == http.MethodPost:
+			post(w, r)
+		case isPost:
 			a.methodNotAllowed(w, r, "POST")
 		default:
 			a.notFound(w, r)

@@ -58,6 +58,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusNotFound, "not_found", "no such envelope"}
 	case errors.Is(err, grab.ErrSoldOut):
 		return &apiError{http.StatusConflict, "sold_out", "no packet left"}
+	case errors.Is(err, grab.ErrNotSettled):
+		return &apiError{http.StatusConflict, "not_settled", "the split is shown once the envelope is settled"}
 	case errors.Is(err, grab.ErrExpired):
 		return &apiError{http.StatusConflict, "expired", "the envelope has expired"}
 	case errors.Is(err, grab.ErrNotStarted):

@@ -31,6 +31,9 @@ type createResponse struct {
 	Status     envelope.Status `json:"status"`
 	ExpiresAt  Timestamp       `json:"expires_at"`
 	envelopeExtras
+	// SplitCommitment commits to the split before the first grab; see
+	// GET /v1/envelopes/{id}/split.
+	SplitCommitment string `json:"split_commitment"`
 }
 
 // envelopeExtras are the fields the create and status answers share about
@@ -80,7 +83,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 func createAnswer(e grab.Envelope) createResponse {
 	return createResponse{
 		EnvelopeID: e.ID, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
-		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt),
+		Status: e.Status, ExpiresAt: Timestamp(e.ExpiresAt), SplitCommitment: e.SplitCommitment,
 		envelopeExtras: envelopeExtras{
 			Kind: e.Kind, RecipientsCount: e.RecipientsCount, HasPassword: e.HasPassword,
 			Greeting: e.Greeting, Metadata: e.Metadata, StartsAt: Timestamp(e.StartsAt),
@@ -140,6 +143,9 @@ type statusResponse struct {
 	SettledAt      *Timestamp      `json:"settled_at,omitempty"`
 	ClosedAt       *Timestamp      `json:"closed_at,omitempty"`
 	envelopeExtras
+	// Best is the luckiest grab once the envelope sold out or was settled;
+	// null before.
+	Best *claimJSON `json:"best"`
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
@@ -162,6 +168,10 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status
 		a.writeError(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, toStatusResponse(st))
+}
+
+func toStatusResponse(st grab.Status) statusResponse {
 	resp := statusResponse{
 		EnvelopeID: st.ID, SenderID: st.SenderID, Status: st.Status,
 		TotalCents: st.TotalCents, Count: st.Count, GrabbedCount: st.GrabbedCount,
@@ -186,7 +196,8 @@ func (a *API) writeStatus(w http.ResponseWriter, r *http.Request, st grab.Status
 	if st.StartsAt != nil {
 		resp.StartsAt = Timestamp(*st.StartsAt)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	resp.Best = toClaimJSON(st.Best)
+	return resp
 }
 
 func (a *API) closeEnvelope(w http.ResponseWriter, r *http.Request) {

@@ -169,6 +169,8 @@ type createResponse struct {
 	Status     string `json:"status"`
 	ExpiresAt  string `json:"expires_at"`
 	extras
+	// SplitCommitment is checked by the split tests.
+	SplitCommitment string `json:"split_commitment"`
 }
 
 // extras are the fields the create and status answers share.
@@ -206,6 +208,7 @@ type statusResponse struct {
 	SettledAt      *string `json:"settled_at"`
 	ClosedAt       *string `json:"closed_at"`
 	extras
+	Best *claim `json:"best"`
 }
 
 // create makes an envelope and requires 201.

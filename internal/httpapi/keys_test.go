@@ -58,6 +58,10 @@ func TestEndpointScopes(t *testing.T) {
 		"POST /v1/envelopes/{id}/close":          apikey.ScopeCreate,
 		"POST /v1/users/{user_id}/short-id":      apikey.ScopeGrab,
 		"GET /v1/events":                         apikey.ScopeEvents,
+		"GET /v1/envelopes/{id}/claims":          apikey.ScopeRead,
+		"GET /v1/envelopes/{id}/split":           apikey.ScopeRead,
+		"GET /v1/users/{user_id}/claims":         apikey.ScopeRead,
+		"GET /v1/senders/{sender_id}/envelopes":  apikey.ScopeRead,
 	}
 	got := map[string]apikey.Scope{}
 	for _, ep := range httpapi.New(nil, httpapi.Options{}).Endpoints() {
@@ -93,6 +97,10 @@ func TestScopesOfEveryRoute(t *testing.T) {
 		"POST /v1/envelopes/{id}/close":          {fmt.Sprintf("/v1/envelopes/%d/close", closing.EnvelopeID), ""},
 		"POST /v1/users/{user_id}/short-id":      {"/v1/users/u-1/short-id", ""},
 		"GET /v1/events":                         {"/v1/events", ""},
+		"GET /v1/envelopes/{id}/claims":          {fmt.Sprintf("/v1/envelopes/%d/claims", env.EnvelopeID), ""},
+		"GET /v1/envelopes/{id}/split":           {fmt.Sprintf("/v1/envelopes/%d/split", env.EnvelopeID), ""},
+		"GET /v1/users/{user_id}/claims":         {"/v1/users/u-1/claims", ""},
+		"GET /v1/senders/{sender_id}/envelopes":  {"/v1/senders/s-1/envelopes", ""},
 	}
 	rows := envelopeRows(t, s)
 	for _, ep := range api.Endpoints() {

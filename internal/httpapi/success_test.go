@@ -21,7 +21,7 @@ func TestCreateShape(t *testing.T) {
 		t.Fatalf("create: %s, want 201", a)
 	}
 	requireKeys(t, a, "envelope_id", "share_code", "sender_id", "total_cents", "count", "status", "expires_at",
-		"kind", "recipients_count", "has_password", "greeting", "metadata", "starts_at")
+		"kind", "recipients_count", "has_password", "greeting", "metadata", "starts_at", "split_commitment")
 	var r createResponse
 	requireJSON(t, a, &r)
 	// yyMMdd of the creation day, then 5 digits.

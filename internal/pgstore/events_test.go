@@ -82,8 +82,20 @@ func claimedEvent(c pgstore.Claim, amount int64) string {
 		c.EnvelopeID, amount, c.EnvelopeID, jsonTime(c.ClaimedAt), order, c.PacketID, c.UserID)
 }
 
-func soldOutEvent(env int64, count int, total int64) string {
-	return fmt.Sprintf(`envelope.sold_out %d {"count":%d,"envelope_id":%d,"metadata":{},"total_cents":%d}`, env, count, env, total)
+// soldOutEvent is an envelope.sold_out event whose luckiest grab is best
+// (bestOf).
+func soldOutEvent(env int64, count int, total int64, best string) string {
+	return fmt.Sprintf(`envelope.sold_out %d {"best":%s,"count":%d,"envelope_id":%d,"metadata":{},"total_cents":%d}`, env, best, count, env, total)
+}
+
+// bestOf is claim c of amount cents as the best member of an event.
+func bestOf(c pgstore.Claim, amount int64) string {
+	order := "null"
+	if c.OrderNo != "" {
+		order = `"` + c.OrderNo + `"`
+	}
+	return fmt.Sprintf(`{"amount_cents":%d,"grabbed_at":"%s","order_no":%s,"packet_id":%d,"user_id":"%s"}`,
+		amount, jsonTime(c.ClaimedAt), order, c.PacketID, c.UserID)
 }
 
 // Every packet a batch newly claims gets one packet.claimed event, the
@@ -112,7 +124,7 @@ func TestApplyClaimsEvents(t *testing.T) {
 
 	c := claim(1, 102, "carol")
 	apply(t, s, a, c) // a replayed with the last claim
-	wantEvents(t, eventsSince(t, s, mark), claimedEvent(c, 30), soldOutEvent(1, 3, 60))
+	wantEvents(t, eventsSince(t, s, mark), claimedEvent(c, 30), soldOutEvent(1, 3, 60, bestOf(c, 30)))
 	mark = lastEventID(t, s)
 	apply(t, s, c)
 	wantEvents(t, eventsSince(t, s, mark))
@@ -154,8 +166,9 @@ func TestSettleEvents(t *testing.T) {
 	if _, err := s.Settle(ctxT(t), 1, at, "open"); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 1 {"claimed_cents":10,"envelope_id":1,"metadata":{},`+
-		`"refunded_cents":50,"sender_id":"sender-1","settled_at":"%s","status":"settled","total_cents":60}`, jsonTime(at)))
+	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 1 {"best":%s,"claimed_cents":10,"envelope_id":1,"metadata":{},`+
+		`"refunded_cents":50,"sender_id":"sender-1","settled_at":"%s","status":"settled","total_cents":60}`,
+		bestOf(claim(1, 100, "a"), 10), jsonTime(at)))
 
 	mark = lastEventID(t, s)
 	if _, err := s.Settle(ctxT(t), 1, at, "open"); !errors.Is(err, pgstore.ErrWrongStatus) {
@@ -178,7 +191,7 @@ func TestSettleEvents(t *testing.T) {
 	if _, err := s.FailLoading(ctxT(t), 3, at); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 3 {"claimed_cents":0,"envelope_id":3,"metadata":{},`+
+	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 3 {"best":null,"claimed_cents":0,"envelope_id":3,"metadata":{},`+
 		`"refunded_cents":3,"sender_id":"sender-1","settled_at":"%s","status":"failed","total_cents":3}`, jsonTime(at)))
 }
 
@@ -217,7 +230,7 @@ func TestSuspendReopenEvents(t *testing.T) {
 	}
 	got := eventsSince(t, s, mark)
 	wantEvents(t, got[1:], claimedEvent(a, 10), claimedEvent(b, 20),
-		`envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"sold_out"}`, soldOutEvent(1, 2, 30))
+		`envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"sold_out"}`, soldOutEvent(1, 2, 30, bestOf(b, 20)))
 }
 
 // An envelope whose packets were all claimed while it was still loading sells
@@ -233,7 +246,7 @@ func TestMarkLoadedSoldOutEvent(t *testing.T) {
 			t.Fatalf("MarkLoaded = %q, %v", status, err)
 		}
 	}
-	wantEvents(t, eventsSince(t, s, 0), claimedEvent(a, 3), claimedEvent(b, 4), soldOutEvent(1, 2, 7))
+	wantEvents(t, eventsSince(t, s, 0), claimedEvent(a, 3), claimedEvent(b, 4), soldOutEvent(1, 2, 7, bestOf(b, 4)))
 
 	open(t, s, 2, 200, []int64{3})
 	wantEvents(t, eventsSince(t, s, 3))

@@ -170,6 +170,7 @@ type Event struct {
 	LastError *string
 }
 
+// Every event as the feed and the webhooks send it: a packet.claimed event's data from its packet, the luckiest grab added to envelope.sold_out and envelope.settled, the envelope's metadata added to every event.
 type EventMessage struct {
 	ID            int64
 	Type          envelope.EventType
@@ -299,6 +300,16 @@ type SettlementTotal struct {
 	ClaimedCents int64
 	// Their refunded cents, summed.
 	RefundedCents int64
+}
+
+// The commitment to an envelope's split, given in the create answer; the salt is shown (GET /v1/envelopes/{id}/split) only once the envelope is settled. One row per envelope, written in the transaction that writes the envelope; envelopes created before this table have none.
+type SplitCommitment struct {
+	// The envelope (envelopes.id).
+	EnvelopeID int64
+	// 32 random bytes in lowercase hex, kept secret until the envelope is settled so nobody can test guesses of the split against the commitment.
+	Salt string
+	// Lowercase hex SHA-256 of salt || ':' || "id:amount,id:amount,..." over every packet in hand-out order (descending packet id), amounts in cents.
+	Commitment string
 }
 
 // Every grab of every user (one row per claimed packet); filter by user_id (indexed).

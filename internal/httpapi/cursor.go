@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cursors are opaque to clients: base64url (no padding) of a version, the
+// list they page and the key of the last item seen. A cursor of another
+// list, or one that does not parse, is 400.
+const cursorVersion = "1"
+
+// claimsCursor is the key after which GET /v1/envelopes/{id}/claims goes
+// on: the envelope and the packet last listed (0: none yet).
+func claimsCursor(envelopeID, packetID int64) string {
+	return encodeCursor("e", strconv.FormatInt(envelopeID, 10), strconv.FormatInt(packetID, 10))
+}
+
+func parseClaimsCursor(s string, envelopeID int64) (int64, error) {
+	parts, ok := decodeCursor(s, "e", 2)
+	if !ok || parts[0] != strconv.FormatInt(envelopeID, 10) {
+		return 0, badRequest("after: not a cursor of this envelope's claims")
+	}
+	id, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || id < 0 {
+		return 0, badRequest("after: not a cursor of this envelope's claims")
+	}
+	return id, nil
+}
+
+// timeCursor is the key before which a newest-first list goes on: the time
+// (in microseconds, PostgreSQL's precision) and id of the last item listed.
+func timeCursor(list string, at time.Time, id int64) string {
+	return encodeCursor(list, strconv.FormatInt(at.UnixMicro(), 10), strconv.FormatInt(id, 10))
+}
+
+func parseTimeCursor(s, list string) (time.Time, int64, error) {
+	bad := badRequest("before: not a cursor of this list")
+	parts, ok := decodeCursor(s, list, 2)
+	if !ok {
+		return time.Time{}, 0, bad
+	}
+	us, err1 := strconv.ParseInt(parts[0], 10, 64)
+	id, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || id <= 0 {
+		return time.Time{}, 0, bad
+	}
+	return time.UnixMicro(us).UTC(), id, nil
+}
+
+func encodeCursor(list string, fields ...string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorVersion + ":" + list + ":" + strings.Join(fields, ":")))
+}
+
+func decodeCursor(s, list string, n int) ([]string, bool) {
+	if s == "" || len(s) > 128 {
+		return nil, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	parts := strings.Split(string(b), ":")
+	if len(parts) != n+2 || parts[0] != cursorVersion || parts[1] != list {
+		return nil, false
+	}
+	return parts[2:], true
+}

@@ -1,0 +1,327 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"redpacket/internal/flush"
+	"redpacket/internal/httpapi"
+	"redpacket/internal/testenv/stack"
+)
+
+type claim struct {
+	UserID      string `json:"user_id"`
+	PacketID    int64  `json:"packet_id"`
+	AmountCents int64  `json:"amount_cents"`
+	OrderNo     string `json:"order_no"`
+	GrabbedAt   string `json:"grabbed_at"`
+}
+
+type claimsPage struct {
+	Claims    []claim `json:"claims"`
+	NextAfter string  `json:"next_after"`
+	Best      *claim  `json:"best"`
+}
+
+// flushAll writes every granted claim to PostgreSQL and settles what is
+// due (sold-out envelopes at once), as the flusher does within a second.
+func flushAll(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	f := flush.New(s.Redis, s.PG, flush.Config{KeyTTL: time.Hour}, zaptest.NewLogger(t))
+	if err := f.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func settleAll(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	f := flush.New(s.Redis, s.PG, flush.Config{KeyTTL: time.Hour}, zaptest.NewLogger(t))
+	if err := f.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Settle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimsOf pages through an envelope's claims, limit at a time.
+func (c client) claimsOf(id int64, limit int) ([]claim, claimsPage) {
+	c.t.Helper()
+	var all []claim
+	after := ""
+	for range 1000 {
+		q := url.Values{"limit": {fmt.Sprint(limit)}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		a := c.do("GET", fmt.Sprintf("/v1/envelopes/%d/claims?%s", id, q.Encode()), "")
+		if a.Status != http.StatusOK {
+			c.t.Fatalf("claims of %d: %s", id, a)
+		}
+		requireKeys(c.t, a, "claims", "next_after", "best")
+		var p claimsPage
+		requireJSON(c.t, a, &p)
+		if p.NextAfter == "" {
+			c.t.Fatalf("next_after missing: %s", a)
+		}
+		all = append(all, p.Claims...)
+		if len(p.Claims) < limit {
+			return all, p
+		}
+		after = p.NextAfter
+	}
+	c.t.Fatal("claims list does not end")
+	return nil, claimsPage{}
+}
+
+// luckiest is the largest amount, the first handed out on a tie.
+func luckiest(handedOut []claim) claim {
+	best := handedOut[0]
+	for _, c := range handedOut[1:] {
+		if c.AmountCents > best.AmountCents {
+			best = c
+		}
+	}
+	return best
+}
+
+func TestClaimsListInHandOutOrder(t *testing.T) {
+	t.Parallel()
+	for name, build := range map[string]func(testing.TB) *stack.Stack{"redis": stack.New, "cluster": stack.NewCluster} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := build(t)
+			c := client{t: t, h: httpapi.New(s.Svc, httpapi.Options{})}
+			// Small amounts, so ties for the luckiest grab are likely.
+			e := c.createN(80, 40, 3600)
+			grants := make([]claim, 60)
+			var wg sync.WaitGroup
+			for i := range grants {
+				wg.Go(func() {
+					a := c.grabAnswer(e.EnvelopeID, fmt.Sprintf("user-%02d", i))
+					if a.Status == http.StatusOK {
+						var g grabResponse
+						requireJSON(t, a, &g)
+						grants[i] = claim{UserID: fmt.Sprintf("user-%02d", i), PacketID: g.PacketID,
+							AmountCents: g.AmountCents, OrderNo: g.OrderNo, GrabbedAt: g.GrabbedAt}
+					}
+				})
+			}
+			wg.Wait()
+			grants = slices.DeleteFunc(grants, func(g claim) bool { return g.PacketID == 0 })
+			if len(grants) != 40 {
+				t.Fatalf("%d grants of 40 packets", len(grants))
+			}
+			// The shard numbers its grants in the order it hands them out.
+			slices.SortFunc(grants, func(a, b claim) int { return cmpOrderNo(a.OrderNo, b.OrderNo) })
+
+			if st := c.status(e.EnvelopeID); st.Best != nil {
+				t.Errorf("best before the claims are durable: %+v", st.Best)
+			}
+			flushAll(t, s)
+			for _, limit := range []int{1, 7, 40, 1000} {
+				got, last := c.claimsOf(e.EnvelopeID, limit)
+				if !slices.Equal(got, grants) {
+					t.Fatalf("limit %d: claims list\n%v\nhanded out\n%v", limit, got, grants)
+				}
+				if want := luckiest(grants); last.Best == nil || *last.Best != want {
+					t.Errorf("best = %+v, want %+v", last.Best, want)
+				}
+			}
+			want := luckiest(grants)
+			if st := c.status(e.EnvelopeID); st.Status != "sold_out" || st.Best == nil || *st.Best != want {
+				t.Errorf("status %s best %+v, want sold_out with %+v", st.Status, st.Best, want)
+			}
+			settleAll(t, s)
+			if st := c.status(e.EnvelopeID); st.Status != "settled" || st.Best == nil || *st.Best != want {
+				t.Errorf("status %s best %+v, want settled with %+v", st.Status, st.Best, want)
+			}
+			for _, typ := range []string{"envelope.sold_out", "envelope.settled"} {
+				var data []byte
+				if err := s.Pool.QueryRow(t.Context(), `SELECT data FROM event_messages WHERE envelope_id = $1 AND type = $2`,
+					e.EnvelopeID, typ).Scan(&data); err != nil {
+					t.Fatalf("%s event: %v", typ, err)
+				}
+				var ev struct {
+					Best *claim `json:"best"`
+				}
+				if err := json.Unmarshal(data, &ev); err != nil || ev.Best == nil || *ev.Best != want {
+					t.Errorf("%s event best = %+v (%s), want %+v", typ, ev.Best, data, want)
+				}
+			}
+		})
+	}
+}
+
+// cmpOrderNo orders order numbers of one day: same width, so as strings.
+func cmpOrderNo(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestClaimsListBeforeTheEnd(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	e := c.createN(1000, 5, 3600)
+	empty, p := c.claimsOf(e.EnvelopeID, 10)
+	if len(empty) != 0 || p.Best != nil {
+		t.Fatalf("claims of an untouched envelope: %v best %v", empty, p.Best)
+	}
+	// The cursor of an empty page polls for the first claims.
+	first := c.grab(e.EnvelopeID, "a")
+	c.grab(e.EnvelopeID, "b")
+	flushAll(t, s)
+	a := c.do("GET", fmt.Sprintf("/v1/envelopes/%d/claims?after=%s&limit=1", e.EnvelopeID, p.NextAfter), "")
+	var page claimsPage
+	requireJSON(t, a, &page)
+	if len(page.Claims) != 1 || page.Claims[0].PacketID != first.PacketID || page.Best != nil {
+		t.Fatalf("first claim from the empty page's cursor: %s", a)
+	}
+	// Later grants come after the last claim listed.
+	c.grab(e.EnvelopeID, "c")
+	flushAll(t, s)
+	a = c.do("GET", fmt.Sprintf("/v1/envelopes/%d/claims?after=%s", e.EnvelopeID, page.NextAfter), "")
+	requireJSON(t, a, &page)
+	if len(page.Claims) != 2 || page.Claims[0].UserID != "b" || page.Claims[1].UserID != "c" || page.Best != nil {
+		t.Fatalf("claims after the first: %s", a)
+	}
+}
+
+func TestClaimsListRefusals(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	e := c.createN(1000, 5, 3600)
+	other := c.createN(1000, 5, 3600)
+	_, p := c.claimsOf(other.EnvelopeID, 10)
+	base := fmt.Sprintf("/v1/envelopes/%d/claims", e.EnvelopeID)
+	for _, q := range []string{"?limit=0", "?limit=1001", "?limit=x", "?limit=1&limit=2", "?after=", "?after=zzz",
+		"?after=" + p.NextAfter, "?before=abc", "?page=2"} {
+		requireError(t, c.do("GET", base+q, ""), http.StatusBadRequest, "invalid_argument")
+	}
+	requireError(t, c.do("GET", "/v1/envelopes/999999/claims", ""), http.StatusNotFound, "not_found")
+	requireError(t, c.do("POST", base, ""), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+type userClaim struct {
+	EnvelopeID  int64  `json:"envelope_id"`
+	SenderID    string `json:"sender_id"`
+	PacketID    int64  `json:"packet_id"`
+	AmountCents int64  `json:"amount_cents"`
+	OrderNo     string `json:"order_no"`
+	GrabbedAt   string `json:"grabbed_at"`
+}
+
+func TestHistoriesNewestFirst(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	var want []userClaim
+	var envelopes []int64
+	for i := range 7 {
+		sender := fmt.Sprintf("sender-%d", i%2)
+		e := c.create(fmt.Sprintf(`{"sender_id":%q,"total_cents":500,"count":5}`, sender))
+		if i%3 != 2 {
+			s.Clock.Advance(time.Second) // and some in the same millisecond
+		}
+		g := c.grab(e.EnvelopeID, "walker")
+		want = append(want, userClaim{EnvelopeID: e.EnvelopeID, SenderID: sender, PacketID: g.PacketID,
+			AmountCents: g.AmountCents, OrderNo: g.OrderNo, GrabbedAt: g.GrabbedAt})
+		if i%2 == 0 {
+			envelopes = append(envelopes, e.EnvelopeID)
+		}
+	}
+	flushAll(t, s)
+	slices.Reverse(want)
+	slices.Reverse(envelopes)
+
+	var got []userClaim
+	before := ""
+	for {
+		path := "/v1/users/walker/claims?limit=3"
+		if before != "" {
+			path += "&before=" + before
+		}
+		a := c.do("GET", path, "")
+		var p struct {
+			Claims     []userClaim `json:"claims"`
+			NextBefore *string     `json:"next_before"`
+		}
+		requireKeys(t, a, "claims", "next_before")
+		requireJSON(t, a, &p)
+		got = append(got, p.Claims...)
+		if p.NextBefore == nil {
+			break
+		}
+		before = *p.NextBefore
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("user's claims\n%v\nwant newest first\n%v", got, want)
+	}
+
+	var ids []int64
+	before = ""
+	for {
+		path := "/v1/senders/sender-0/envelopes?limit=2"
+		if before != "" {
+			path += "&before=" + before
+		}
+		a := c.do("GET", path, "")
+		var p struct {
+			Envelopes  []statusResponse `json:"envelopes"`
+			NextBefore *string          `json:"next_before"`
+		}
+		requireJSON(t, a, &p)
+		for _, st := range p.Envelopes {
+			if st.SenderID != "sender-0" || st.GrabbedCount != 1 || st.Status != "open" {
+				t.Errorf("envelope in the sender's list: %+v", st)
+			}
+			ids = append(ids, st.EnvelopeID)
+		}
+		if p.NextBefore == nil {
+			break
+		}
+		before = *p.NextBefore
+	}
+	if !slices.Equal(ids, envelopes) {
+		t.Errorf("sender's envelopes %v, want newest first %v", ids, envelopes)
+	}
+
+	for _, path := range []string{"/v1/users/nobody/claims", "/v1/senders/nobody/envelopes"} {
+		if a := c.do("GET", path, ""); a.Status != http.StatusOK || string(a.Body) == "" {
+			t.Errorf("%s: %s", path, a)
+		} else if k := keys(t, a); len(k) != 2 {
+			t.Errorf("%s: %s", path, a)
+		}
+	}
+	for _, path := range []string{"/v1/users/walker/claims?before=x", "/v1/users/walker/claims?limit=1001",
+		"/v1/senders/sender-0/envelopes?limit=101", "/v1/senders/sender-0/envelopes?after=1",
+		"/v1/users/" + url.PathEscape("bad user") + "/claims"} {
+		requireError(t, c.do("GET", path, ""), http.StatusBadRequest, "invalid_argument")
+	}
+	// A cursor of one list is not one of the other.
+	a := c.do("GET", "/v1/users/walker/claims?limit=1", "")
+	var p struct {
+		Claims     []userClaim `json:"claims"`
+		NextBefore *string     `json:"next_before"`
+	}
+	requireJSON(t, a, &p)
+	requireError(t, c.do("GET", "/v1/senders/sender-0/envelopes?before="+*p.NextBefore, ""),
+		http.StatusBadRequest, "invalid_argument")
+	_ = context.Background
+}

@@ -1,0 +1,170 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"redpacket/internal/pgstore"
+)
+
+// BenchmarkHistoryPages reads pages of 100 of the keyset-paged lists over a
+// table of BENCH_READS_PACKETS packets (default 1,000,000; the figures in
+// BENCHMARKS.md are with 10,000,000), every one claimed: the first page and
+// the deepest one (the oldest claims of a user, the oldest envelopes of a
+// sender, the last claims of the largest envelope). A deep page costs what
+// the first does when both are reads of one index range.
+func BenchmarkHistoryPages(b *testing.B) {
+	n := int64(1_000_000)
+	if v := os.Getenv("BENCH_READS_PACKETS"); v != "" {
+		var err error
+		if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 1_000_000 {
+			b.Fatalf("BENCH_READS_PACKETS=%q: want a number of at least 1000000", v)
+		}
+	}
+	s, pool := newStore(b)
+	// Writing the table takes minutes: longer than ctxT allows.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	start := time.Now()
+	// Envelopes of 10 packets (1000..), but the first one holds 100,000; the
+	// packet ids are those of envelope id*10+k; 1,000 users and 100
+	// senders, claims 1 ms apart.
+	envelopes := n / 10
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, claimed_cents)
+		 SELECT e, e % 16, NULL, 'sender-' || (e % 100), CASE WHEN e = 1 THEN 100000 ELSE 10 END * 7,
+		        CASE WHEN e = 1 THEN 100000 ELSE 10 END, 'sold_out',
+		        $1::timestamptz + e * interval '10 millisecond', $1::timestamptz + e * interval '10 millisecond' + interval '1 day',
+		        CASE WHEN e = 1 THEN 100000 ELSE 10 END * 7
+		 FROM generate_series(1, $2::bigint) e`, []any{t0, envelopes}},
+		{`INSERT INTO packets (id, envelope_id, amount_cents, claimed_by, claimed_at)
+		 SELECT p, CASE WHEN p < 100010 THEN 1 ELSE p / 10 END, 1 + p % 97,
+		        CASE WHEN p < 100010 THEN 'big-' || p ELSE 'user-' || (p % 1000) END,
+		        $1::timestamptz + p * interval '1 millisecond'
+		 FROM generate_series(10, $2::bigint * 10 - 1) p`, []any{t0, envelopes}},
+		{`ANALYZE envelopes`, nil}, {`ANALYZE packets`, nil},
+	} {
+		if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d packets in %d envelopes written in %s", n, envelopes, time.Since(start).Round(time.Second))
+
+	const limit = 100
+	var oldestClaim, oldestEnvelope struct {
+		at time.Time
+		id int64
+	}
+	_ = pool.QueryRow(ctx, `SELECT claimed_at, id FROM packets WHERE claimed_by = 'user-7' ORDER BY claimed_at, id OFFSET $1 LIMIT 1`, limit).
+		Scan(&oldestClaim.at, &oldestClaim.id)
+	_ = pool.QueryRow(ctx, `SELECT created_at, id FROM envelopes WHERE sender_id = 'sender-7' ORDER BY created_at, id OFFSET $1 LIMIT 1`, limit).
+		Scan(&oldestEnvelope.at, &oldestEnvelope.id)
+	far := t0.AddDate(100, 0, 0)
+	page := func(b *testing.B, read func() (int, error)) {
+		for b.Loop() {
+			got, err := read()
+			if err != nil || got != limit {
+				b.Fatalf("page of %d rows, %v; want %d", got, err, limit)
+			}
+		}
+	}
+	b.Run("user/first", func(b *testing.B) {
+		page(b, func() (int, error) { r, err := s.UserClaims(ctx, "user-7", far, 1<<62, limit); return len(r), err })
+	})
+	b.Run("user/deepest", func(b *testing.B) {
+		page(b, func() (int, error) {
+			r, err := s.UserClaims(ctx, "user-7", oldestClaim.at, oldestClaim.id, limit)
+			return len(r), err
+		})
+	})
+	b.Run("sender/first", func(b *testing.B) {
+		page(b, func() (int, error) {
+			r, err := s.SenderEnvelopes(ctx, "sender-7", far, 1<<62, limit)
+			return len(r), err
+		})
+	})
+	b.Run("sender/deepest", func(b *testing.B) {
+		page(b, func() (int, error) {
+			r, err := s.SenderEnvelopes(ctx, "sender-7", oldestEnvelope.at, oldestEnvelope.id, limit)
+			return len(r), err
+		})
+	})
+	b.Run("envelope/first", func(b *testing.B) {
+		page(b, func() (int, error) { r, err := s.EnvelopeClaims(ctx, 1, 1<<62, limit); return len(r), err })
+	})
+	b.Run("envelope/deepest", func(b *testing.B) {
+		page(b, func() (int, error) { r, err := s.EnvelopeClaims(ctx, 1, 10+limit, limit); return len(r), err })
+	})
+	// The reference: the same deepest pages read with OFFSET, which walks
+	// every newer row first.
+	offsetPage := func(b *testing.B, sql, key string) {
+		var total int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM ("+sql+") t", key, 1<<30, 0).Scan(&total); err != nil {
+			b.Fatal(err)
+		}
+		page(b, func() (int, error) {
+			rows, err := pool.Query(ctx, sql, key, limit, total-limit-1)
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			return n, rows.Err()
+		})
+	}
+	b.Run("user/deepest-by-offset", func(b *testing.B) {
+		offsetPage(b, `SELECT p.id, e.sender_id FROM packets p JOIN envelopes e ON e.id = p.envelope_id
+			WHERE p.claimed_by = $1 ORDER BY p.claimed_at DESC, p.id DESC LIMIT $2 OFFSET $3`, "user-7")
+	})
+	b.Run("sender/deepest-by-offset", func(b *testing.B) {
+		offsetPage(b, `SELECT * FROM envelopes WHERE sender_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`, "sender-7")
+	})
+	b.Run("envelope/best", func(b *testing.B) {
+		for b.Loop() {
+			if c, err := s.BestClaim(ctx, 1); err != nil || c == nil {
+				b.Fatal(c, err)
+			}
+		}
+	})
+	_ = pgstore.ErrNotFound
+}
+
+// BenchmarkApplyClaimsReadIndexes measures what the indexes of the reads
+// cost the flusher's claim writes: ApplyClaims on the schema as it is
+// ("with"), and on the same schema with the indexes as they were before the
+// reads ("without": no claims-list or luckiest-grab index, and the user
+// index without the packet id), in one run.
+func BenchmarkApplyClaimsReadIndexes(b *testing.B) {
+	apply := func(s *pgstore.Store) func(context.Context, []pgstore.Claim) (int, error) {
+		return func(ctx context.Context, batch []pgstore.Claim) (int, error) {
+			res, err := s.ApplyClaims(ctx, batch)
+			return res.Applied, err
+		}
+	}
+	b.Run("with", func(b *testing.B) {
+		s, _ := newStore(b)
+		benchApply(b, s, apply(s))
+	})
+	b.Run("without", func(b *testing.B) {
+		s, pool := newStore(b)
+		for _, q := range []string{
+			`DROP INDEX packets_envelope_claims_idx`, `DROP INDEX packets_envelope_best_idx`,
+			`DROP INDEX packets_user_claims_idx`,
+			`CREATE INDEX packets_claimed_by_idx ON packets (claimed_by, claimed_at) WHERE claimed_by IS NOT NULL`,
+		} {
+			if _, err := pool.Exec(ctxT(b), q); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchApply(b, s, apply(s))
+	})
+}
