@@ -20,6 +20,9 @@ import (
 type router struct {
 	mux *http.ServeMux
 	log *zap.Logger
+	// served lists the routes registered ("GET /readyz"), for the test
+	// that holds them to the API's contract.
+	served []string
 }
 
 func newRouter(log *zap.Logger) *router {
@@ -69,6 +72,7 @@ func (rt *router) route(path string, byMethod map[string]http.HandlerFunc) {
 	var allowed []string
 	for method, h := range byMethod {
 		rt.mux.HandleFunc(method+" "+path, h)
+		rt.served = append(rt.served, method+" "+path)
 		allowed = append(allowed, method)
 		if method == http.MethodGet {
 			allowed = append(allowed, http.MethodHead) // ServeMux serves HEAD with the GET handler
