@@ -29,7 +29,7 @@ func (s *Spec) Report(t testing.TB, ex Exchange) {
 
 // Handler returns h with every exchange it serves checked against the
 // contract; a drift fails t. Answers stream through as h writes them.
-func Handler(t testing.TB, h http.Handler, noRequestID bool) http.Handler {
+func Handler(t testing.TB, h http.Handler, otherServer bool) http.Handler {
 	s := Require(t)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -43,7 +43,7 @@ func Handler(t testing.TB, h http.Handler, noRequestID bool) http.Handler {
 			tw.WriteHeader(http.StatusOK)
 		}
 		s.Report(t, Exchange{Request: r, RequestBody: body, Status: tw.status, Header: tw.header,
-			ResponseBody: tw.body.Bytes(), NoRequestID: noRequestID})
+			ResponseBody: tw.body.Bytes(), OtherServer: otherServer})
 	})
 }
 
@@ -77,18 +77,18 @@ func (w *teeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Transport returns base (nil: http.DefaultTransport) with every exchange
 // checked against the contract; a drift fails t. For clients of servers
 // run as processes.
-func Transport(t testing.TB, base http.RoundTripper, noRequestID bool) http.RoundTripper {
+func Transport(t testing.TB, base http.RoundTripper, otherServer bool) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &checkingTransport{t: t, s: Require(t), base: base, noRequestID: noRequestID}
+	return &checkingTransport{t: t, s: Require(t), base: base, otherServer: otherServer}
 }
 
 type checkingTransport struct {
 	t           testing.TB
 	s           *Spec
 	base        http.RoundTripper
-	noRequestID bool
+	otherServer bool
 }
 
 func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -115,7 +115,7 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	res.Body = io.NopCloser(bytes.NewReader(answer))
 	c.s.Report(c.t, Exchange{Request: r, RequestBody: body, Status: res.StatusCode, Header: res.Header,
-		ResponseBody: answer, NoRequestID: c.noRequestID})
+		ResponseBody: answer, OtherServer: c.otherServer})
 	return res, nil
 }
 

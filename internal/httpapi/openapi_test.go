@@ -25,13 +25,13 @@ var notYetServed = []string{
 }
 
 // checkContract fails t when an exchange of a test's client drifts from the
-// contract. The flusher's operations handler and the metrics listener give
-// no request id; the grabber's API does.
+// contract. The flusher's operations handler and the metrics listener serve
+// a part of it, without request ids; the grabber's API all of it.
 func checkContract(t testing.TB, h http.Handler, req *http.Request, reqBody string, res *http.Response, resBody []byte) {
 	t.Helper()
 	_, isAPI := h.(*httpapi.API)
 	apispec.Require(t).Report(t, apispec.Exchange{Request: req, RequestBody: []byte(reqBody),
-		Status: res.StatusCode, Header: res.Header, ResponseBody: resBody, NoRequestID: !isAPI})
+		Status: res.StatusCode, Header: res.Header, ResponseBody: resBody, OtherServer: !isAPI})
 }
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)
