@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"redpacket/internal/apispec"
 )
 
 // The version and commit the binaries are built with.
@@ -165,7 +167,8 @@ func call(t *testing.T, method, url, token, body string, out any) int {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// Every exchange is checked against the API's contract.
+	resp, err := (&http.Client{Transport: apispec.Transport(t, http.DefaultTransport, false)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

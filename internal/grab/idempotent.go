@@ -84,7 +84,13 @@ func (s *Service) repeat(ctx context.Context, client string, ir idempotency.Requ
 		return idempotency.Answer{}, fmt.Errorf("%w: envelope %d of this idempotency key could not be opened",
 			ErrUnavailable, e.ID)
 	}
-	return s.record(ctx, client, ir.Key, envelopeOf(e), render, true)
+	out := envelopeOf(e)
+	switch out.SplitCommitment, err = s.pg.Commitment(ctx, e.ID); {
+	case errors.Is(err, pgstore.ErrNoCommitment): // created before commitments were kept
+	case err != nil:
+		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return s.record(ctx, client, ir.Key, out, render, true)
 }
 
 // record writes the answer of a keyed create unless one is written already,

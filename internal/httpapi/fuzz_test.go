@@ -96,6 +96,7 @@ func FuzzAPI(f *testing.F) {
 		rec := httptest.NewRecorder()
 		c.h.ServeHTTP(rec, req)
 		a := answer{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		checkContract(t, c.h, req, string(body), rec.Result(), a.Body)
 
 		if a.Status >= 500 {
 			t.Fatalf("%q %q %q: %s", method, path, body, a)

@@ -33,7 +33,7 @@ type createResponse struct {
 	envelopeExtras
 	// SplitCommitment commits to the split before the first grab; see
 	// GET /v1/envelopes/{id}/split.
-	SplitCommitment string `json:"split_commitment"`
+	SplitCommitment string `json:"split_commitment,omitempty"`
 }
 
 // envelopeExtras are the fields the create and status answers share about

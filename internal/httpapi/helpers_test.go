@@ -86,6 +86,7 @@ func (c client) doHeaders(method, path, body string, headers map[string]string) 
 	if err != nil {
 		c.t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
+	checkContract(c.t, c.h, req, body, res, b)
 	return answer{Status: res.StatusCode, Header: res.Header, Body: b}
 }
 

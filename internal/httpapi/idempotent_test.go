@@ -168,7 +168,7 @@ func TestIdempotentCreateInProgress(t *testing.T) {
 	t.Parallel()
 	s, c := newClient(t)
 	now := s.Clock.Now().UTC().Truncate(time.Millisecond)
-	code := "INPROG01"
+	code := "26112399901"
 	e := pgstore.Envelope{ID: 777, Shard: 777 % stack.Shards, ShareCode: &code, SenderID: "sender-1", TotalCents: 1000,
 		Count: 4, CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
 	key := &pgstore.IdempotencyKey{Key: "slow", RequestSHA256: idempotency.Fingerprint([]byte(idemBody)),

@@ -24,6 +24,9 @@ type router struct {
 	// unavailable logs the answers 503 (a dependency down, identifiers
 	// exhausted): expected while it lasts, so summarised, not one per request.
 	unavailable *telemetry.Summary
+	// served lists the routes registered ("GET /readyz"), for the test
+	// that holds them to the API's contract.
+	served []string
 }
 
 // unavailableLogEvery is how often, at most, the answers 503 are logged.
@@ -77,6 +80,7 @@ func (rt *router) route(path string, byMethod map[string]http.HandlerFunc) {
 	var allowed []string
 	for method, h := range byMethod {
 		rt.mux.HandleFunc(method+" "+path, h)
+		rt.served = append(rt.served, method+" "+path)
 		allowed = append(allowed, method)
 		if method == http.MethodGet {
 			allowed = append(allowed, http.MethodHead) // ServeMux serves HEAD with the GET handler

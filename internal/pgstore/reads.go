@@ -99,6 +99,19 @@ func (s *Store) InsertSplitCommitment(ctx context.Context, envelopeID int64, c e
 	return nil
 }
 
+// Commitment reads an envelope's split commitment alone (the create answer
+// rebuilt for a repeated idempotent create); ErrNoCommitment when it has none.
+func (s *Store) Commitment(ctx context.Context, envelopeID int64) (string, error) {
+	row, err := s.q.SplitCommitmentOf(ctx, envelopeID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("split of envelope %d: %w", envelopeID, ErrNoCommitment)
+	}
+	if err != nil {
+		return "", fmt.Errorf("split commitment of envelope %d: %w", envelopeID, err)
+	}
+	return row.Commitment, nil
+}
+
 // Split reads an envelope's split commitment and its packets in hand-out
 // order.
 func (s *Store) Split(ctx context.Context, envelopeID int64) (c envelope.SplitCommitment, ids, amounts []int64, err error) {
