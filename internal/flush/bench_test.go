@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"redpacket/internal/envelope"
@@ -38,6 +39,50 @@ func BenchmarkDrain(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkDrainVsCopy measures the flusher against its reference: each
+// operation drains 100,000 queued claims of one hot envelope (events
+// included) and, right after on the same database, COPYs 100,000
+// claim-shaped rows (packet id primary key, unique (envelope_id, user_id),
+// unique order number) into a table of their own. It reports both rates and
+// their ratio, from the same moments of the machine.
+func BenchmarkDrainVsCopy(b *testing.B) {
+	const n = 100_000
+	s := stack.New(b)
+	defer s.Redis.Coalesce(4, 64)()
+	f := New(s.Redis, s.PG, Config{BatchSize: 2000}, zap.NewNop())
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, `CREATE TABLE copy_reference (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
+		user_id text NOT NULL, claimed_at timestamptz NOT NULL, order_no text UNIQUE, UNIQUE (envelope_id, user_id))`); err != nil {
+		b.Fatal(err)
+	}
+	var drained, copied time.Duration
+	for i := range b.N {
+		queueClaims(b, s, n)
+		start := time.Now()
+		if err := f.Drain(ctx); err != nil {
+			b.Fatal(err)
+		}
+		drained += time.Since(start)
+		rows := make([][]any, n)
+		at := time.Now()
+		for j := range rows {
+			id := int64(i*n + j)
+			rows[j] = []any{id, int64(i), "u" + strconv.FormatInt(id, 10), at, "2030051700" + strconv.FormatInt(100_000_000+id, 10)}
+		}
+		start = time.Now()
+		if _, err := s.Pool.CopyFrom(ctx, pgx.Identifier{"copy_reference"},
+			[]string{"packet_id", "envelope_id", "user_id", "claimed_at", "order_no"}, pgx.CopyFromRows(rows)); err != nil {
+			b.Fatal(err)
+		}
+		copied += time.Since(start)
+	}
+	claims := float64(b.N * n)
+	b.ReportMetric(claims/drained.Seconds(), "claims/s")
+	b.ReportMetric(claims/copied.Seconds(), "copy-rows/s")
+	b.ReportMetric(copied.Seconds()/drained.Seconds(), "ratio")
+	b.ReportMetric(0, "ns/op")
 }
 
 // queueClaims creates an envelope of n packets and grabs all of them.
