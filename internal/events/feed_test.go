@@ -59,7 +59,7 @@ func TestFeedPages(t *testing.T) {
 	var got []int64
 	after := int64(0)
 	for range 3 {
-		p, err := f.Read(ctxT(t), after, 2, time.Minute)
+		p, err := f.Read(t.Context(), after, 2, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +74,11 @@ func TestFeedPages(t *testing.T) {
 	}
 	// At the end: nothing, and the cursor stays (no listener: no waiting).
 	start := time.Now()
-	p, err := f.Read(ctxT(t), 6, 2, time.Minute)
+	p, err := f.Read(t.Context(), 6, 2, time.Minute)
 	if err != nil || len(p.Events) != 0 || p.NextAfter != 6 || time.Since(start) > time.Second {
 		t.Errorf("read at the end = %+v, %v after %s", p, err, time.Since(start))
 	}
-	last, _ := f.Read(ctxT(t), 5, 10, 0)
+	last, _ := f.Read(t.Context(), 5, 10, 0)
 	if len(last.Events) != 1 || last.Events[0].Type != envelope.EventEnvelopeSoldOut ||
 		last.Events[0].EnvelopeID != 1 || last.Events[0].CreatedAt[len(last.Events[0].CreatedAt)-1] != 'Z' {
 		t.Errorf("last event = %+v", last.Events)
@@ -103,7 +103,7 @@ func TestFeedLongPollWakesOnCommit(t *testing.T) {
 	got := make(chan answer, 1)
 	go func() {
 		start := time.Now()
-		p, err := f.Read(ctxT(t), 0, 100, 10*time.Second)
+		p, err := f.Read(t.Context(), 0, 100, 10*time.Second)
 		got <- answer{p, err, time.Since(start)}
 	}()
 	time.Sleep(700 * time.Millisecond)
@@ -125,7 +125,7 @@ func TestFeedLongPollWakesOnCommit(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		d.claimPackets(t, 1, 0, 2)
 	}()
-	p, err := f.Read(ctxT(t), 2, 100, 600*time.Millisecond)
+	p, err := f.Read(t.Context(), 2, 100, 600*time.Millisecond)
 	if err != nil || len(p.Events) != 0 || p.NextAfter != 2 || time.Since(start) < 600*time.Millisecond {
 		t.Errorf("wait over a replay = %+v, %v after %s", p, err, time.Since(start))
 	}
@@ -139,7 +139,7 @@ func TestFeedLongPollEnds(t *testing.T) {
 	l, stopListener := startListener(t, d.url)
 	f := events.NewFeed(d.Store, l)
 
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
 	if _, err := f.Read(ctx, 0, 10, 20*time.Second); !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
@@ -148,7 +148,7 @@ func TestFeedLongPollEnds(t *testing.T) {
 
 	time.AfterFunc(200*time.Millisecond, stopListener)
 	start = time.Now()
-	p, err := f.Read(ctxT(t), 0, 10, 20*time.Second)
+	p, err := f.Read(t.Context(), 0, 10, 20*time.Second)
 	if err != nil || len(p.Events) != 0 || time.Since(start) > 5*time.Second {
 		t.Errorf("read at shutdown = %+v, %v after %s", p, err, time.Since(start))
 	}
@@ -174,7 +174,7 @@ func TestListenerReconnects(t *testing.T) {
 	}
 	got := make(chan events.Page, 1)
 	go func() {
-		p, _ := f.Read(ctxT(t), 0, 10, 10*time.Second)
+		p, _ := f.Read(t.Context(), 0, 10, 10*time.Second)
 		got <- p
 	}()
 	time.Sleep(200 * time.Millisecond)

@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -14,13 +13,6 @@ import (
 
 // t0 is the tests' reference time.
 var t0 = time.Date(2030, 5, 17, 12, 0, 0, 0, time.UTC)
-
-func ctxT(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // db is a test's own database.
 type db struct {
@@ -45,10 +37,10 @@ func (d db) openEnvelope(t testing.TB, env int64, n int) {
 	}
 	e := pgstore.Envelope{ID: env, Shard: int(env % 16), SenderID: "sender", TotalCents: int64(10 * n), Count: n,
 		CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
-	if err := d.InsertEnvelope(ctxT(t), e, env*1000, amounts); err != nil {
+	if err := d.InsertEnvelope(t.Context(), e, env*1000, amounts); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.MarkLoaded(ctxT(t), env); err != nil {
+	if _, err := d.MarkLoaded(t.Context(), env); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -63,7 +55,7 @@ func (d db) claimPackets(t testing.TB, env int64, from, to int) {
 		batch = append(batch, pgstore.Claim{EnvelopeID: env, PacketID: p, UserID: fmt.Sprintf("u%d", p),
 			ClaimedAt: t0.Add(time.Duration(i) * time.Millisecond)})
 	}
-	if _, err := d.ApplyClaims(ctxT(t), batch); err != nil {
+	if _, err := d.ApplyClaims(t.Context(), batch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -71,7 +63,7 @@ func (d db) claimPackets(t testing.TB, env int64, from, to int) {
 func (d db) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := d.pool.QueryRow(ctxT(t), query, args...).Scan(&n); err != nil {
+	if err := d.pool.QueryRow(t.Context(), query, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n

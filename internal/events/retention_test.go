@@ -25,7 +25,7 @@ func (c *countingPruner) PruneEvents(ctx context.Context, cutoff time.Time, deli
 // when delivered is set.
 func (d db) ageEvents(t *testing.T, from, to int64, age time.Duration, delivered bool) {
 	t.Helper()
-	_, err := d.pool.Exec(ctxT(t), `UPDATE events SET created_at = now() - $3 * interval '1 second',
+	_, err := d.pool.Exec(t.Context(), `UPDATE events SET created_at = now() - $3 * interval '1 second',
 		delivered_at = CASE WHEN $4 THEN now() END WHERE id BETWEEN $1 AND $2`, from, to, age.Seconds(), delivered)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestRetention(t *testing.T) {
 	d.ageEvents(t, 13, 16, time.Hour, true)       // new, delivered
 	store := &countingPruner{PruneStore: d.Store}
 	r := &events.Retention{Store: store, Age: 7 * 24 * time.Hour, DeliveredOnly: true, Batch: 3}
-	n, err := r.Prune(ctxT(t))
+	n, err := r.Prune(t.Context())
 	if err != nil || n != 8 {
 		t.Fatalf("Prune = %d, %v; want 8 deleted", n, err)
 	}
@@ -60,13 +60,13 @@ func TestRetention(t *testing.T) {
 	}
 
 	r.DeliveredOnly = false
-	if n, err := r.Prune(ctxT(t)); err != nil || n != 4 {
+	if n, err := r.Prune(t.Context()); err != nil || n != 4 {
 		t.Fatalf("Prune without a webhook = %d, %v; want the 4 old undelivered ones", n, err)
 	}
 	if old := d.count(t, `SELECT count(*) FROM events WHERE id <= 12`); old != 0 {
 		t.Errorf("%d old events left", old)
 	}
-	if n, err := r.Prune(ctxT(t)); err != nil || n != 0 {
+	if n, err := r.Prune(t.Context()); err != nil || n != 0 {
 		t.Errorf("Prune again = %d, %v", n, err)
 	}
 	if left := d.count(t, `SELECT count(*) FROM events`); left != 9 {
@@ -82,7 +82,7 @@ func TestRetentionRun(t *testing.T) {
 	d.claimPackets(t, 1, 0, 4)
 	d.ageEvents(t, 1, 5, 48*time.Hour, true)
 	r := &events.Retention{Store: d.Store, Age: 24 * time.Hour, DeliveredOnly: true, Every: 50 * time.Millisecond}
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
 	waitFor(t, 5*time.Second, "events pruned at start", func() bool { return d.count(t, `SELECT count(*) FROM events`) == 0 })

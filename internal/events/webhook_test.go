@@ -195,7 +195,7 @@ func fastRetries(url string) events.WebhookConfig {
 // eventIDsByEnvelope reads every event id in PostgreSQL, by envelope.
 func (d db) eventIDsByEnvelope(t *testing.T) map[int64][]int64 {
 	t.Helper()
-	rows, err := d.pool.Query(ctxT(t), `SELECT envelope_id, id FROM events ORDER BY id`)
+	rows, err := d.pool.Query(t.Context(), `SELECT envelope_id, id FROM events ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,12 +16,6 @@ import (
 // midnight is 16:00 UTC, a day boundary that UTC dates do not share.
 var shanghai = time.FixedZone("CST", 8*3600)
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // twoClients returns the keys of a prefix of the test's own and two Redis
 // clients on them, as two processes of the service would have.
 func twoClients(t testing.TB) (redisstore.Keys, redis.UniversalClient, redis.UniversalClient) {

@@ -39,7 +39,7 @@ func TestClusterOrderNumbers(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	now := time.Now()
 	date := now.UTC().Format("20060102")
 	var stores []*redisstore.Store
@@ -101,7 +101,7 @@ func TestClusterOrderNumbers(t *testing.T) {
 func TestClusterShareCodes(t *testing.T) {
 	t.Parallel()
 	e := clusterShortEnv(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	clk := testenv.NewClock(time.Date(2031, 2, 3, 12, 0, 0, 0, time.UTC))
 	const size = 200
 	cfg := ShareConfig{Now: clk.Now}
@@ -122,7 +122,7 @@ func TestClusterShareCodes(t *testing.T) {
 func TestClusterShortIDs(t *testing.T) {
 	t.Parallel()
 	e := clusterShortEnv(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	cfg := ShortIDConfig{Min: 7000, Max: 7499}
 	gens := e.gens(cfg)
 	const users = 300

@@ -92,7 +92,7 @@ func seqOf(t testing.TB, no, date string, width int) int64 {
 func TestOrderNumbersTwoGrabbers(t *testing.T) {
 	t.Parallel()
 	procs := orderProcs(t, 2, nil, OrderConfig{Step: 16})
-	ctx := testCtx(t)
+	ctx := t.Context()
 	now := time.Now()
 	date := now.UTC().Format("20060102")
 	for id := int64(1); id <= 8; id++ {
@@ -189,7 +189,7 @@ func TestOrderNumbersSingleFlight(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	o := newOrders(t, s, res, OrderConfig{Step: 100})
-	ctx := testCtx(t)
+	ctx := t.Context()
 	now := time.Now()
 	loadEnvelope(t, s, 1, 50, now)
 	const grabs = 40
@@ -234,7 +234,7 @@ func TestOrderNumbersRaisedAhead(t *testing.T) {
 	t.Parallel()
 	procs := orderProcs(t, 1, nil, OrderConfig{Step: 10})
 	p := procs[0]
-	ctx := testCtx(t)
+	ctx := t.Context()
 	now := time.Now()
 	date := now.UTC().Format("20060102")
 	loadEnvelope(t, p.store, 1, 30, now)
@@ -261,7 +261,7 @@ func TestOrderNumbersPostgresDown(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	newOrders(t, s, res, OrderConfig{Step: 3})
-	ctx := testCtx(t)
+	ctx := t.Context()
 	now := time.Now()
 	loadEnvelope(t, s, 1, 10, now)
 	for u := range 3 {
@@ -302,7 +302,7 @@ func TestOrderNumbersNarrowWidth(t *testing.T) {
 	if o.step != 25 {
 		t.Fatalf("step %d, want 25: all shard 0 holds", o.step)
 	}
-	ctx := testCtx(t)
+	ctx := t.Context()
 	now := time.Now()
 	loadEnvelope(t, s, 1, 40, now)
 	for u := range 25 {

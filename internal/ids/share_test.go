@@ -90,7 +90,7 @@ func checkDayCodes(t *testing.T, codes []string, date string, size int) {
 func TestShareUniqueConcurrent(t *testing.T) {
 	t.Parallel()
 	keys, rdbA, rdbB := twoClients(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	clk := testenv.NewClock(time.Date(2025, 6, 30, 10, 0, 0, 0, time.UTC))
 	const size = 50
 	cfg := ShareConfig{Now: clk.Now}
@@ -112,7 +112,7 @@ func TestShareUniqueConcurrent(t *testing.T) {
 func TestSharePool(t *testing.T) {
 	t.Parallel()
 	keys, rdbA, rdbB := twoClients(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	codes := make([]string, 8)
 	var wg sync.WaitGroup
 	for i := range codes {
@@ -195,7 +195,7 @@ func TestShareDayChange(t *testing.T) {
 		t.Run(loc.String(), func(t *testing.T) {
 			t.Parallel()
 			keys, rdb, _ := twoClients(t)
-			ctx := testCtx(t)
+			ctx := t.Context()
 			clk := testenv.NewClock(lastInstant(2024, 12, 31, loc))
 			const size = 10
 			s := newShares(rdb, keys, ShareConfig{Location: loc, Now: clk.Now}, size)
@@ -231,7 +231,7 @@ func TestShareDayChange(t *testing.T) {
 func TestShareExhaustedMessage(t *testing.T) {
 	t.Parallel()
 	keys, rdb, _ := twoClients(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	s := newShares(rdb, keys, ShareConfig{Now: testenv.NewClock(time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)).Now}, 1)
 	if _, err := s.Next(ctx); err != nil {
 		t.Fatal(err)

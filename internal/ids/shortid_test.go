@@ -113,7 +113,7 @@ func checkBitmapMatchesPG(t *testing.T, e shortEnv, minID int64) map[string]int6
 func TestShortIDsConcurrent(t *testing.T) {
 	t.Parallel()
 	e := newShortEnv(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	cfg := ShortIDConfig{Min: 1_000_000, Max: 1_014_999} // two thirds full at the end
 	gens := e.gens(cfg)
 	const (
@@ -189,7 +189,7 @@ func TestShortIDsExhausted(t *testing.T) {
 		t.Run(fmt.Sprintf("%d-%d", cfg.Min, cfg.Max), func(t *testing.T) {
 			t.Parallel()
 			e := newShortEnv(t)
-			ctx := testCtx(t)
+			ctx := t.Context()
 			gens := e.gens(cfg)
 			size := int(cfg.Max - cfg.Min + 1)
 			var ids []int64
@@ -226,7 +226,7 @@ func TestShortIDsRedisLoss(t *testing.T) {
 		t.Run(lose, func(t *testing.T) {
 			t.Parallel()
 			e := newShortEnv(t)
-			ctx := testCtx(t)
+			ctx := t.Context()
 			cfg := ShortIDConfig{Min: 500, Max: 549}
 			gens := e.gens(cfg)
 			before := make(map[string]int64)
@@ -277,7 +277,7 @@ func TestShortIDsRedisLoss(t *testing.T) {
 func TestShortIDStaleBitmap(t *testing.T) {
 	t.Parallel()
 	e := newShortEnv(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	s := NewShortIDs(e.rdbA, e.keys, e.poolA, ShortIDConfig{Min: 100, Max: 109})
 	first := mustShort(t, ctx, s, "first")
 	free := int64(100 + (first-100+5)%10)
@@ -309,7 +309,7 @@ func insertRow(t *testing.T, pool *pgxpool.Pool, user string, id int64) {
 func TestShortIDUserConflict(t *testing.T) {
 	t.Parallel()
 	e := newShortEnv(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	s := NewShortIDs(e.rdbA, e.keys, e.poolA, ShortIDConfig{Min: 100, Max: 199})
 	mustShort(t, ctx, s, "warm-up") // builds the bitmap
 

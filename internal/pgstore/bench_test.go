@@ -36,7 +36,7 @@ func BenchmarkApplyClaims(b *testing.B) {
 }
 
 func benchApply(b *testing.B, s *pgstore.Store, write func(context.Context, []pgstore.Claim) (int, error)) {
-	ctx := ctxT(b)
+	ctx := b.Context()
 	const (
 		batchSize   = 2000
 		perEnvelope = 50 * batchSize

@@ -37,7 +37,7 @@ func sameConflicts(got, want []pgstore.Conflict) bool {
 
 func apply(t *testing.T, s *pgstore.Store, claims ...pgstore.Claim) pgstore.ApplyResult {
 	t.Helper()
-	res, err := s.ApplyClaims(ctxT(t), claims)
+	res, err := s.ApplyClaims(t.Context(), claims)
 	if err != nil {
 		t.Fatalf("ApplyClaims: %v", err)
 	}
@@ -47,7 +47,7 @@ func apply(t *testing.T, s *pgstore.Store, claims ...pgstore.Claim) pgstore.Appl
 // conflictRows lists claim_conflicts as "envelope/packet/user/reason".
 func conflictRows(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(ctxT(t), `SELECT envelope_id, packet_id, user_id, reason FROM claim_conflicts ORDER BY id`)
+	rows, err := pool.Query(t.Context(), `SELECT envelope_id, packet_id, user_id, reason FROM claim_conflicts ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestApplyClaimsSoldOut(t *testing.T) {
 	}
 	// Nor is an expired one (being settled).
 	open(t, s, 5, 500, []int64{2})
-	if _, err := pool.Exec(ctxT(t), `UPDATE envelopes SET status = 'expired' WHERE id = 5`); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE envelopes SET status = 'expired' WHERE id = 5`); err != nil {
 		t.Fatal(err)
 	}
 	res = apply(t, s, claim(5, 500, "a"))
@@ -225,7 +225,7 @@ func TestApplyClaimsConflicts(t *testing.T) {
 		t.Errorf("claim_conflicts = %v, want %v", rows, wantRows)
 	}
 	var at time.Time
-	if err := pool.QueryRow(ctxT(t), `SELECT claimed_at FROM claim_conflicts WHERE user_id = 'bob'`).Scan(&at); err != nil || !at.Equal(stolen.ClaimedAt) {
+	if err := pool.QueryRow(t.Context(), `SELECT claimed_at FROM claim_conflicts WHERE user_id = 'bob'`).Scan(&at); err != nil || !at.Equal(stolen.ClaimedAt) {
 		t.Errorf("conflict claimed_at = %v, %v; want %v", at, err, stolen.ClaimedAt)
 	}
 
@@ -244,7 +244,7 @@ func TestApplyClaimsConflicts(t *testing.T) {
 	}
 
 	// A refunded packet is never claimed.
-	if _, err := pool.Exec(ctxT(t), `UPDATE packets SET refunded_at = now() WHERE id = 201`); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE packets SET refunded_at = now() WHERE id = 201`); err != nil {
 		t.Fatal(err)
 	}
 	refunded := claim(2, 201, "gina")
@@ -272,7 +272,7 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 	secondClaim := claim(1, 100, "alice")
 	batch := []pgstore.Claim{claim(2, 200, "bob"), firstClaim, claim(1, 101, "bob"), secondClaim, claim(1, 103, "carol")}
 
-	res, err := s.ApplyClaims(ctxT(t), batch)
+	res, err := s.ApplyClaims(t.Context(), batch)
 	if err != nil {
 		t.Fatalf("ApplyClaims: %v", err)
 	}
@@ -295,7 +295,7 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 		t.Errorf("alice holds %d packets of envelope 1", n)
 	}
 
-	res, err = s.ApplyClaims(ctxT(t), batch)
+	res, err = s.ApplyClaims(t.Context(), batch)
 	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || len(res.SoldOut) != 0 {
 		t.Errorf("replay = %+v, %v; want nothing", res, err)
 	}
@@ -307,7 +307,7 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 	open(t, s, 3, 300, []int64{1, 1})
 	last := []pgstore.Claim{claim(3, 300, "x"), claim(3, 301, "y"), claim(2, 201, "zed"), claim(2, 201, "zed2")}
 	last = append(last, claim(3, 300, "y")) // y twice in envelope 3
-	res, err = s.ApplyClaims(ctxT(t), last)
+	res, err = s.ApplyClaims(t.Context(), last)
 	if err != nil {
 		t.Fatalf("ApplyClaims: %v", err)
 	}
@@ -384,7 +384,7 @@ func TestApplyClaimsSeveralEnvelopes(t *testing.T) {
 			t.Errorf("envelope %d claimed_cents %d, want %d", e, got, want[e])
 		}
 		var sum int64
-		if err := pool.QueryRow(ctxT(t), `SELECT coalesce(sum(amount_cents), 0) FROM packets
+		if err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(amount_cents), 0) FROM packets
 			WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, e).Scan(&sum); err != nil || sum != want[e] {
 			t.Errorf("envelope %d: claimed packets sum to %d, %v; want %d", e, sum, err, want[e])
 		}
@@ -417,7 +417,7 @@ func TestApplyClaimsOrderNoInUse(t *testing.T) {
 	}
 	wantHolder(t, pool, reused)
 	var orderNo *string
-	if err := pool.QueryRow(ctxT(t), `SELECT order_no FROM packets WHERE id = 101`).Scan(&orderNo); err != nil || orderNo != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT order_no FROM packets WHERE id = 101`).Scan(&orderNo); err != nil || orderNo != nil {
 		t.Errorf("order_no of the claim = %v, %v; want NULL", orderNo, err)
 	}
 	if rows := conflictRows(t, pool); !slices.Equal(rows, []string{"1/101/bob/order_no_in_use"}) {

@@ -28,7 +28,7 @@ var dbaIndexes = []string{"packets_claimed_at_idx", "envelopes_settled_at_idx"}
 // backend during its ApplyClaims calls (from /proc, when PostgreSQL runs on
 // this machine), which the load of other work moves much less.
 func BenchmarkApplyClaimsDBAIndexes(b *testing.B) {
-	ctx := ctxT(b)
+	ctx := b.Context()
 	with := newBenchBackend(b, false)
 	without := newBenchBackend(b, true)
 	for i := 0; b.Loop(); i++ {
@@ -65,7 +65,7 @@ type benchBackend struct {
 }
 
 func newBenchBackend(b *testing.B, dropDBAIndexes bool) *benchBackend {
-	ctx := ctxT(b)
+	ctx := b.Context()
 	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(b))
 	if err != nil {
 		b.Fatal(err)

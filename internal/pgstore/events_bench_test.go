@@ -16,7 +16,7 @@ import (
 // that both figures come from the same moments of a shared machine.
 func BenchmarkApplyClaimsOutbox(b *testing.B) {
 	s, _ := newStore(b)
-	ctx := ctxT(b)
+	ctx := b.Context()
 	batches := newBatches(b, s)
 	var with, without time.Duration
 	for b.Loop() {

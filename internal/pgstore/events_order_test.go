@@ -22,7 +22,7 @@ import (
 func TestEventPositionsFollowCommitOrder(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const writers, txPerWriter = 4, 40
 	var (
 		mu        sync.Mutex

@@ -19,7 +19,7 @@ import (
 // allEvents reads every event in id order.
 func allEvents(t testing.TB, s *pgstore.Store) []pgstore.Event {
 	t.Helper()
-	evs, err := s.EventsAfter(ctxT(t), 0, 100000)
+	evs, err := s.EventsAfter(t.Context(), 0, 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func allEvents(t testing.TB, s *pgstore.Store) []pgstore.Event {
 // eventsSince returns the events after the given id, as "type envelope data".
 func eventsSince(t testing.TB, s *pgstore.Store, after int64) []string {
 	t.Helper()
-	evs, err := s.EventsAfter(ctxT(t), after, 100000)
+	evs, err := s.EventsAfter(t.Context(), after, 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSettleEvents(t *testing.T) {
 	apply(t, s, claim(1, 100, "a"))
 	mark := lastEventID(t, s)
 	at := t0.Add(time.Hour + 7*time.Millisecond)
-	if _, err := s.Settle(ctxT(t), 1, at, "open"); err != nil {
+	if _, err := s.Settle(t.Context(), 1, at, "open"); err != nil {
 		t.Fatal(err)
 	}
 	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 1 {"best":%s,"claimed_cents":10,"envelope_id":1,"metadata":{},`+
@@ -171,24 +171,24 @@ func TestSettleEvents(t *testing.T) {
 		bestOf(claim(1, 100, "a"), 10), jsonTime(at)))
 
 	mark = lastEventID(t, s)
-	if _, err := s.Settle(ctxT(t), 1, at, "open"); !errors.Is(err, pgstore.ErrWrongStatus) {
+	if _, err := s.Settle(t.Context(), 1, at, "open"); !errors.Is(err, pgstore.ErrWrongStatus) {
 		t.Fatalf("second settle: %v", err)
 	}
 	wantEvents(t, eventsSince(t, s, mark))
 
 	// A refused settlement (cents disagree with packets) writes no event.
 	open(t, s, 2, 200, []int64{4, 4})
-	if _, err := pool.Exec(ctxT(t), `UPDATE envelopes SET claimed_cents = 4 WHERE id = 2`); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE envelopes SET claimed_cents = 4 WHERE id = 2`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Settle(ctxT(t), 2, at, "open"); !errors.Is(err, pgstore.ErrLedger) {
+	if _, err := s.Settle(t.Context(), 2, at, "open"); !errors.Is(err, pgstore.ErrLedger) {
 		t.Fatalf("settle of a broken ledger: %v", err)
 	}
 	wantEvents(t, eventsSince(t, s, mark))
 
 	// An envelope that never finished loading fails: everything refunded.
 	insert(t, s, 3, 300, []int64{1, 2}, t0)
-	if _, err := s.FailLoading(ctxT(t), 3, at); err != nil {
+	if _, err := s.FailLoading(t.Context(), 3, at); err != nil {
 		t.Fatal(err)
 	}
 	wantEvents(t, eventsSince(t, s, mark), fmt.Sprintf(`envelope.settled 3 {"best":null,"claimed_cents":0,"envelope_id":3,"metadata":{},`+
@@ -202,17 +202,17 @@ func TestSuspendReopenEvents(t *testing.T) {
 	at := t0.Add(time.Minute)
 	suspended := fmt.Sprintf(`envelope.suspended 1 {"envelope_id":1,"metadata":{},"reason":"redis lost it","suspended_at":"%s"}`, jsonTime(at))
 	for i := range 2 {
-		changed, err := s.Suspend(ctxT(t), 1, "redis lost it", at)
+		changed, err := s.Suspend(t.Context(), 1, "redis lost it", at)
 		if err != nil || changed != (i == 0) {
 			t.Fatalf("Suspend #%d = %v, %v", i+1, changed, err)
 		}
 	}
 	wantEvents(t, eventsSince(t, s, 0), suspended)
 
-	if status, err := s.Reopen(ctxT(t), 1); err != nil || status != "open" {
+	if status, err := s.Reopen(t.Context(), 1); err != nil || status != "open" {
 		t.Fatalf("Reopen = %q, %v", status, err)
 	}
-	if _, err := s.Reopen(ctxT(t), 1); !errors.Is(err, pgstore.ErrWrongStatus) {
+	if _, err := s.Reopen(t.Context(), 1); !errors.Is(err, pgstore.ErrWrongStatus) {
 		t.Fatalf("second Reopen: %v", err)
 	}
 	wantEvents(t, eventsSince(t, s, 0), suspended, `envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"open"}`)
@@ -220,12 +220,12 @@ func TestSuspendReopenEvents(t *testing.T) {
 	// Its last claims reach PostgreSQL while it is suspended: no sold_out
 	// then, so the reload that finds it sold out writes one.
 	mark := lastEventID(t, s)
-	if _, err := s.Suspend(ctxT(t), 1, "again", at); err != nil {
+	if _, err := s.Suspend(t.Context(), 1, "again", at); err != nil {
 		t.Fatal(err)
 	}
 	a, b := claim(1, 100, "a"), claim(1, 101, "b")
 	apply(t, s, a, b)
-	if status, err := s.Reopen(ctxT(t), 1); err != nil || status != "sold_out" {
+	if status, err := s.Reopen(t.Context(), 1); err != nil || status != "sold_out" {
 		t.Fatalf("Reopen = %q, %v", status, err)
 	}
 	got := eventsSince(t, s, mark)
@@ -242,7 +242,7 @@ func TestMarkLoadedSoldOutEvent(t *testing.T) {
 	a, b := claim(1, 100, "a"), claim(1, 101, "b")
 	apply(t, s, a, b)
 	for range 2 {
-		if status, err := s.MarkLoaded(ctxT(t), 1); err != nil || status != "sold_out" {
+		if status, err := s.MarkLoaded(t.Context(), 1); err != nil || status != "sold_out" {
 			t.Fatalf("MarkLoaded = %q, %v", status, err)
 		}
 	}
@@ -265,7 +265,7 @@ func TestEventsNotify(t *testing.T) {
 		t.Fatalf("notification = %+v, want payload 2 on %s", n, pgstore.EventsChannel)
 	}
 	apply(t, s, claim(1, 100, "a"))
-	if _, err := s.Suspend(ctxT(t), 99, "no such envelope", t0); err != nil {
+	if _, err := s.Suspend(t.Context(), 99, "no such envelope", t0); err != nil {
 		t.Fatal(err)
 	}
 	if n := waitNotification(t, conn, 300*time.Millisecond); n != nil {
@@ -275,12 +275,12 @@ func TestEventsNotify(t *testing.T) {
 
 func listen(t *testing.T, pool *pgxpool.Pool) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(ctxT(t), pool.Config().ConnString())
+	conn, err := pgx.Connect(t.Context(), pool.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close(ctxT(t)) })
-	if _, err := conn.Exec(ctxT(t), "LISTEN "+pgstore.EventsChannel); err != nil {
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(t.Context(), "LISTEN "+pgstore.EventsChannel); err != nil {
 		t.Fatal(err)
 	}
 	return conn
@@ -288,7 +288,7 @@ func listen(t *testing.T, pool *pgxpool.Pool) *pgx.Conn {
 
 func waitNotification(t *testing.T, conn *pgx.Conn, d time.Duration) *pgxNotification {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctxT(t), d)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
 	n, err := conn.WaitForNotification(ctx)
 	if err != nil {

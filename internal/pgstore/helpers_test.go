@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,13 +17,6 @@ func newStore(t testing.TB) (*pgstore.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := testenv.Postgres(t)
 	return pgstore.New(pool), pool
-}
-
-func ctxT(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // fixture is an envelope inserted by a test.
@@ -48,7 +40,7 @@ func insert(t testing.TB, s *pgstore.Store, id, firstPacket int64, amounts []int
 		ID: id, Shard: int(id % 16), SenderID: "sender-1", TotalCents: total, Count: len(amounts),
 		CreatedAt: createdAt, ExpiresAt: createdAt.Add(24 * time.Hour),
 	}
-	if err := s.InsertEnvelope(ctxT(t), e, firstPacket, amounts); err != nil {
+	if err := s.InsertEnvelope(t.Context(), e, firstPacket, amounts); err != nil {
 		t.Fatalf("InsertEnvelope(%d): %v", id, err)
 	}
 	return fixture{Envelope: e, FirstPacket: firstPacket, Amounts: amounts}
@@ -58,7 +50,7 @@ func insert(t testing.TB, s *pgstore.Store, id, firstPacket int64, amounts []int
 func open(t testing.TB, s *pgstore.Store, id, firstPacket int64, amounts []int64) fixture {
 	t.Helper()
 	f := insert(t, s, id, firstPacket, amounts, t0)
-	status, err := s.MarkLoaded(ctxT(t), id)
+	status, err := s.MarkLoaded(t.Context(), id)
 	if err != nil || status != "open" {
 		t.Fatalf("MarkLoaded(%d) = %q, %v", id, status, err)
 	}
@@ -71,7 +63,7 @@ func claim(env, packet int64, user string) pgstore.Claim {
 
 func readEnvelope(t testing.TB, s *pgstore.Store, id int64) pgstore.Envelope {
 	t.Helper()
-	e, err := s.Envelope(ctxT(t), id)
+	e, err := s.Envelope(t.Context(), id)
 	if err != nil {
 		t.Fatalf("Envelope(%d): %v", id, err)
 	}
@@ -83,7 +75,7 @@ func holder(t testing.TB, pool *pgxpool.Pool, packet int64) (string, *time.Time)
 	t.Helper()
 	var by *string
 	var at *time.Time
-	if err := pool.QueryRow(ctxT(t), `SELECT claimed_by, claimed_at FROM packets WHERE id = $1`, packet).Scan(&by, &at); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT claimed_by, claimed_at FROM packets WHERE id = $1`, packet).Scan(&by, &at); err != nil {
 		t.Fatalf("packet %d: %v", packet, err)
 	}
 	if by == nil {
@@ -95,7 +87,7 @@ func holder(t testing.TB, pool *pgxpool.Pool, packet int64) (string, *time.Time)
 func count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	if err := pool.QueryRow(ctxT(t), query, args...).Scan(&n); err != nil {
+	if err := pool.QueryRow(t.Context(), query, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n

@@ -17,7 +17,7 @@ import (
 func TestLedgerCountsEverySettlement(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	read := func() telemetry.Ledger {
 		t.Helper()
 		l, err := s.Ledger(ctx, false)
@@ -73,7 +73,7 @@ func TestLedgerCountsEverySettlement(t *testing.T) {
 func TestLedgerCountsUndeliveredEventsOnlyWithWebhooks(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	open(t, s, 1001, 5001, []int64{100, 200})
 	if _, err := s.ApplyClaims(ctx, []pgstore.Claim{claim(1001, 5001, "u1"), claim(1001, 5002, "u2")}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 func TestReserveOrderNos(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const step, workers, each = 7, 8, 10
 	var (
 		mu   sync.Mutex

@@ -12,7 +12,7 @@ func TestBestClaimIsTheFirstHandedOutOnATie(t *testing.T) {
 	s, _ := newStore(t)
 	// Hand-out order is descending id: 103 (2), 102 (9), 101 (9), 100 (5).
 	f := open(t, s, 1, 100, []int64{5, 9, 9, 2})
-	if b, err := s.BestClaim(ctxT(t), f.ID); err != nil || b != nil {
+	if b, err := s.BestClaim(t.Context(), f.ID); err != nil || b != nil {
 		t.Fatalf("best of an envelope without claims = %+v, %v", b, err)
 	}
 	var claims []pgstore.Claim
@@ -22,27 +22,27 @@ func TestBestClaimIsTheFirstHandedOutOnATie(t *testing.T) {
 		c.OrderNo = "2026112200000" + string(rune('1'+i))
 		claims = append(claims, c)
 	}
-	if _, err := s.ApplyClaims(ctxT(t), claims); err != nil {
+	if _, err := s.ApplyClaims(t.Context(), claims); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.BestClaim(ctxT(t), f.ID)
+	b, err := s.BestClaim(t.Context(), f.ID)
 	if err != nil || b == nil || b.PacketID != 102 || b.UserID != "b" || b.AmountCents != 9 ||
 		b.OrderNo != "20261122000002" || !b.GrabbedAt.Equal(t0) {
 		t.Fatalf("best = %+v, %v; want packet 102 of b, the first 9 handed out", b, err)
 	}
-	list, err := s.EnvelopeClaims(ctxT(t), f.ID, 1<<62, 10)
+	list, err := s.EnvelopeClaims(t.Context(), f.ID, 1<<62, 10)
 	if err != nil || len(list) != 4 || list[0].PacketID != 103 || list[3].PacketID != 100 || list[1].UserID != b.UserID || list[1].OrderNo != b.OrderNo {
 		t.Fatalf("claims = %+v, %v", list, err)
 	}
-	if rest, err := s.EnvelopeClaims(ctxT(t), f.ID, 102, 10); err != nil || len(rest) != 2 || rest[0].PacketID != 101 {
+	if rest, err := s.EnvelopeClaims(t.Context(), f.ID, 102, 10); err != nil || len(rest) != 2 || rest[0].PacketID != 101 {
 		t.Fatalf("claims after 102 = %+v, %v", rest, err)
 	}
 	// A user's claims at one instant are ordered by packet, newest first.
-	mine, err := s.UserClaims(ctxT(t), "a", t0.Add(time.Hour), 1<<62, 10)
+	mine, err := s.UserClaims(t.Context(), "a", t0.Add(time.Hour), 1<<62, 10)
 	if err != nil || len(mine) != 1 || mine[0].PacketID != 103 || mine[0].SenderID != "sender-1" {
 		t.Fatalf("claims of a = %+v, %v", mine, err)
 	}
-	if none, err := s.UserClaims(ctxT(t), "a", t0, 103, 10); err != nil || len(none) != 0 {
+	if none, err := s.UserClaims(t.Context(), "a", t0, 103, 10); err != nil || len(none) != 0 {
 		t.Fatalf("claims of a before its only claim = %+v, %v", none, err)
 	}
 }

@@ -15,10 +15,10 @@ func TestCheckSchema(t *testing.T) {
 	t.Run("migrated", func(t *testing.T) {
 		t.Parallel()
 		pool, _ := testenv.Postgres(t)
-		if err := pgstore.CheckSchema(ctxT(t), pool); err != nil {
+		if err := pgstore.CheckSchema(t.Context(), pool); err != nil {
 			t.Fatalf("CheckSchema on a migrated database: %v", err)
 		}
-		n, err := pgstore.Shards(ctxT(t), pool)
+		n, err := pgstore.Shards(t.Context(), pool)
 		if err != nil || n != 16 {
 			t.Errorf("Shards = %d, %v; want 16", n, err)
 		}
@@ -26,10 +26,10 @@ func TestCheckSchema(t *testing.T) {
 	t.Run("newer", func(t *testing.T) {
 		t.Parallel()
 		pool, _ := testenv.Postgres(t)
-		if _, err := pool.Exec(ctxT(t), `UPDATE schema_migrations SET version = $1`, migrations.Version+1); err != nil {
+		if _, err := pool.Exec(t.Context(), `UPDATE schema_migrations SET version = $1`, migrations.Version+1); err != nil {
 			t.Fatal(err)
 		}
-		if err := pgstore.CheckSchema(ctxT(t), pool); err != nil {
+		if err := pgstore.CheckSchema(t.Context(), pool); err != nil {
 			t.Errorf("CheckSchema on a newer schema: %v", err)
 		}
 	})
@@ -44,10 +44,10 @@ func TestCheckSchema(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			pool, _ := testenv.Postgres(t)
-			if _, err := pool.Exec(ctxT(t), change); err != nil {
+			if _, err := pool.Exec(t.Context(), change); err != nil {
 				t.Fatal(err)
 			}
-			err := pgstore.CheckSchema(ctxT(t), pool)
+			err := pgstore.CheckSchema(t.Context(), pool)
 			if !errors.Is(err, pgstore.ErrSchemaTooOld) {
 				t.Errorf("CheckSchema = %v, want ErrSchemaTooOld", err)
 			}
@@ -58,7 +58,7 @@ func TestCheckSchema(t *testing.T) {
 func TestShardsSetting(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	for _, c := range []struct {
 		value int64
 		ok    bool

@@ -14,7 +14,7 @@ import (
 func TestInsertEnvelope(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	code := "300517" + "12345"
 	e := pgstore.Envelope{
 		ID: 1001, Shard: 9, ShareCode: &code, SenderID: "alice", TotalCents: 100, Count: 4,
@@ -65,7 +65,7 @@ func TestInsertEnvelope(t *testing.T) {
 func TestInsertEnvelopeAtomic(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	insert(t, s, 1, 100, []int64{5, 5}, t0)
 
 	// The same envelope id again: fails, and none of its packets stay.
@@ -111,7 +111,7 @@ func TestInsertEnvelopeAtomic(t *testing.T) {
 func TestMarkLoaded(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	insert(t, s, 1, 100, []int64{5, 6, 7}, t0)
 	if e := readEnvelope(t, s, 1); e.Status != "loading" {
 		t.Fatalf("status %q before MarkLoaded", e.Status)
@@ -161,7 +161,7 @@ func TestMarkLoaded(t *testing.T) {
 func TestEnvelopeNotFound(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	if _, err := s.Envelope(ctxT(t), 404); !errors.Is(err, pgstore.ErrNotFound) {
+	if _, err := s.Envelope(t.Context(), 404); !errors.Is(err, pgstore.ErrNotFound) {
 		t.Errorf("Envelope(unknown) = %v, want ErrNotFound", err)
 	}
 }
@@ -169,7 +169,7 @@ func TestEnvelopeNotFound(t *testing.T) {
 func TestClaimedCountAndUnclaimed(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	f := open(t, s, 1, 100, []int64{1, 2, 3, 4, 5})
 	open(t, s, 2, 200, []int64{9, 9})
 
@@ -210,7 +210,7 @@ func TestClaimedCountAndUnclaimed(t *testing.T) {
 func TestLoadingEnvelopes(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	insert(t, s, 5, 500, []int64{1}, t0.Add(-3*time.Hour))
 	insert(t, s, 3, 300, []int64{1}, t0.Add(-2*time.Hour))
 	insert(t, s, 4, 400, []int64{1}, t0.Add(-time.Hour))

@@ -19,7 +19,7 @@ import (
 func TestDomainsMatchGoTypes(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	value := regexp.MustCompile(`'([^']*)'::text`)
 	for domain, want := range map[string][]string{
 		"envelope_status": texts(envelope.Statuses()),

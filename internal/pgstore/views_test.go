@@ -10,7 +10,7 @@ import (
 func TestViews(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	open(t, s, 1, 100, []int64{10, 20, 30, 40})
 	open(t, s, 2, 200, []int64{5, 6})
 	insert(t, s, 3, 300, []int64{1, 2, 3}, t0) // loading, untouched

@@ -24,7 +24,7 @@ func benchGrab(b *testing.B, setup func(*redisstore.Store) (stop func())) {
 	s, _ := newStore(b)
 	defer setup(s)()
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-	ctx := ctxT(b)
+	ctx := b.Context()
 	const perEnvelope = 100_000
 	now := time.Now()
 	var (

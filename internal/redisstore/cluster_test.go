@@ -39,7 +39,7 @@ func masters(t testing.TB, c *redis.ClusterClient) []string {
 	t.Helper()
 	var mu sync.Mutex
 	var out []string
-	if err := c.ForEachMaster(ctxT(t), func(_ context.Context, n *redis.Client) error {
+	if err := c.ForEachMaster(t.Context(), func(_ context.Context, n *redis.Client) error {
 		mu.Lock()
 		defer mu.Unlock()
 		out = append(out, n.Options().Addr)
@@ -67,7 +67,7 @@ func TestClusterShardTagsSpreadOverMasters(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
 	c := rdb.(*redis.ClusterClient)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	all := masters(t, c)
 	if len(all) < 3 {
 		t.Fatalf("cluster has masters %v; the tests need at least 3", all)
@@ -145,7 +145,7 @@ func TestClusterShardTagsSpreadOverMasters(t *testing.T) {
 func TestClusterGrabConcurrent(t *testing.T) {
 	t.Parallel()
 	s, rdb := newClusterStore(t, testShards)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const (
 		packets = 150

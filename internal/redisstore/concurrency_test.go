@@ -32,7 +32,7 @@ func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 	s := redisstore.New(rdb, prefix, testShards)
 	numbers := redisstore.NumberInMemory(s, 10, 37, time.UTC)
 	setup(s)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const (
 		id      = 31

@@ -13,7 +13,7 @@ import (
 func TestGrabNotLoaded(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	_, err := s.Grab(ctx, 5, "alice", time.Now())
 	if !errors.Is(err, redisstore.ErrNotLoaded) {
 		t.Fatalf("grab of unknown envelope = %v, want ErrNotLoaded", err)
@@ -29,7 +29,7 @@ func TestGrabNotLoaded(t *testing.T) {
 func TestGrabGrantedAndRepeat(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const id = 9
 	now := time.Now()
@@ -85,7 +85,7 @@ func TestGrabGrantedAndRepeat(t *testing.T) {
 func TestGrabClosedStatus(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const id = 10
 	now := time.Now()
 	load(t, s, id, 5, now)
@@ -122,7 +122,7 @@ func TestGrabClosedStatus(t *testing.T) {
 func TestGrabExpiry(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const id = 11
 	expires := time.UnixMilli(1_800_000_000_000)
 	ps, total := makePackets(1, 3)
@@ -154,7 +154,7 @@ func TestGrabExpiry(t *testing.T) {
 func TestGrabSoldOut(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const id = 12
 	now := time.Now()
@@ -196,7 +196,7 @@ func TestGrabSoldOut(t *testing.T) {
 func TestGrabUserIDsRoundTrip(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const id = 13
 	now := time.UnixMilli(1_700_000_000_456)
@@ -243,7 +243,7 @@ func TestGrabUserIDsRoundTrip(t *testing.T) {
 func TestGrabbedCentsAndLive(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const id = 14
 	now := time.Now()
 	packets, total := load(t, s, id, 20, now)
@@ -285,7 +285,7 @@ func TestGrabbedCentsAndLive(t *testing.T) {
 func TestLiveUnknown(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	live, err := s.Live(ctxT(t), 404)
+	live, err := s.Live(t.Context(), 404)
 	if err != nil || live != (redisstore.Live{}) {
 		t.Errorf("Live(unknown) = %+v, %v; want zero Live, nil", live, err)
 	}

@@ -30,13 +30,6 @@ func numbered(s *redisstore.Store) *redisstore.Store {
 	return s
 }
 
-func ctxT(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // makePackets returns n packets with ids first, first+1, ... and amounts of
 // 1..7 cents, and their total.
 func makePackets(first int64, n int) ([]redisstore.Packet, int64) {
@@ -54,7 +47,7 @@ func makePackets(first int64, n int) ([]redisstore.Packet, int64) {
 func load(t testing.TB, s *redisstore.Store, id int64, n int, now time.Time) (map[int64]int64, int64) {
 	t.Helper()
 	ps, total := makePackets(id*1_000_000, n)
-	loaded, err := s.LoadEnvelope(ctxT(t), id, now.Add(time.Hour), total, ps)
+	loaded, err := s.LoadEnvelope(t.Context(), id, now.Add(time.Hour), total, ps)
 	if err != nil || !loaded {
 		t.Fatalf("LoadEnvelope(%d) = %v, %v; want true, nil", id, loaded, err)
 	}

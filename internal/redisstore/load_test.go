@@ -13,7 +13,7 @@ import (
 func TestLoadEnvelope(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const id = 42
 	expires := time.UnixMilli(1_900_000_000_123)
@@ -77,7 +77,7 @@ func TestLoadEnvelope(t *testing.T) {
 func TestLoadEnvelopeInconsistent(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	ps, total := makePackets(1, 5)
 	expires := time.Now().Add(time.Hour)
@@ -123,7 +123,7 @@ func TestLoadEnvelopeInconsistent(t *testing.T) {
 func TestLoadEnvelopeLarge(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const id, n = 77, 100_000
 	ps, total := makePackets(1, n)
 	loaded, err := s.LoadEnvelope(ctx, id, time.Now().Add(time.Hour), total, ps)

@@ -15,7 +15,7 @@ import (
 // flush (the claims hash answers repeats until the keys expire).
 func BenchmarkMemoryPerPacket(b *testing.B) {
 	s, rdb := newStore(b)
-	ctx := ctxT(b)
+	ctx := b.Context()
 	k := s.Keys()
 	const n = 100_000
 	now := time.Now()

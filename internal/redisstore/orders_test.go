@@ -55,7 +55,7 @@ func splitOrder(t *testing.T, no, date string, width int) int64 {
 func TestOrderNumbersInterleaveShards(t *testing.T) {
 	t.Parallel()
 	s, _, _ := ordersStore(t, 10, 1000, time.UTC)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Date(2030, 5, 17, 12, 0, 0, 0, time.UTC)
 	seen := map[string]bool{}
 	for id := int64(40); id < 44; id++ { // shards 0..3
@@ -80,7 +80,7 @@ func TestOrderNumbersInterleaveShards(t *testing.T) {
 func TestRefusalsTakeNoOrderNumber(t *testing.T) {
 	t.Parallel()
 	s, rdb, _ := ordersStore(t, 10, 1000, time.UTC)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Now()
 	date := now.UTC().Format("20060102")
 	// Envelopes 1, 5, 9, 13, 17 and 21 are all on shard 1.
@@ -131,7 +131,7 @@ func TestRefusalsTakeNoOrderNumber(t *testing.T) {
 func TestNarrowWidthHolderStillAnswered(t *testing.T) {
 	t.Parallel()
 	s, _, numbers := ordersStore(t, 2, 7, time.UTC)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Date(2031, 1, 1, 23, 0, 0, 0, time.UTC)
 	load(t, s, 1, 40, now)
 	held := map[string]redisstore.Claim{}
@@ -176,7 +176,7 @@ func TestOrderNumbersDayChange(t *testing.T) {
 		t.Run(loc.String(), func(t *testing.T) {
 			t.Parallel()
 			s, rdb, _ := ordersStore(t, 10, 1000, loc)
-			ctx := ctxT(t)
+			ctx := t.Context()
 			midnight := time.Date(2025, 1, 1, 0, 0, 0, 0, loc)
 			load(t, s, 2, 20, midnight.Add(-time.Hour))
 			before, after := midnight.Add(-time.Millisecond), midnight
@@ -204,7 +204,7 @@ func TestOrderNumbersDayChange(t *testing.T) {
 func TestOrderNumbersFenced(t *testing.T) {
 	t.Parallel()
 	s, rdb, numbers := ordersStore(t, 10, 50, time.UTC)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Now()
 	date := now.UTC().Format("20060102")
 	key := s.Keys().Orders(1, date)
@@ -261,7 +261,7 @@ func TestOrderNumbersFenced(t *testing.T) {
 func TestRaiseOrderCeiling(t *testing.T) {
 	t.Parallel()
 	s, rdb, _ := ordersStore(t, 10, 100, time.UTC)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const date = "20300517"
 	_, err := s.RaiseOrderCeiling(ctx, 2, date, 0, 100, "")
 	var short *redisstore.OrderShortage

@@ -26,7 +26,7 @@ func queuedUsers(t *testing.T, raw []string) []string {
 func TestTakeAck(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	k := s.Keys()
 	const id = 21 // shard 1
 	shard := k.Shard(id)
@@ -127,7 +127,7 @@ func TestTakeAck(t *testing.T) {
 func TestTakeEmptyShard(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	for shard := range testShards {
 		batch, err := s.Take(ctx, shard, 10)
 		if err != nil || batch == nil || len(batch) != 0 {
@@ -147,7 +147,7 @@ func TestTakeEmptyShard(t *testing.T) {
 func TestTakeShardsIndependent(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Now()
 	for id := int64(100); id < 100+testShards; id++ {
 		load(t, s, id, 3, now)
@@ -178,7 +178,7 @@ func TestTakeShardsIndependent(t *testing.T) {
 func TestTakeLargeBatch(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	const shard, queued, max = 2, 2600, 2500
 	k := s.Keys()
 	// Queue claims as grab.lua does: LPUSH, so the oldest is at the tail.

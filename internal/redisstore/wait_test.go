@@ -19,7 +19,7 @@ func TestClusterGrabWaitsForReplicas(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
 	s := numbered(redisstore.New(rdb, prefix, 16))
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Now()
 	for id := int64(1); id <= 16; id++ { // one envelope per shard
 		load(t, s, id, 20, now)
@@ -59,7 +59,7 @@ func TestClusterGrabWaitsForReplicas(t *testing.T) {
 func TestGrabWaitWithoutReplicas(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Now()
 	load(t, s, 1, 5, now)
 	s.WaitForReplicas(1, 20*time.Millisecond)
@@ -74,7 +74,7 @@ func TestClusterTakeWaitsForReplicas(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
 	s := numbered(redisstore.New(rdb, prefix, 16))
-	ctx := ctxT(t)
+	ctx := t.Context()
 	now := time.Now()
 	load(t, s, 3, 5, now)
 	for u := range 3 {

@@ -19,12 +19,6 @@ import (
 // a passing test never comes near it.
 const waitLimit = 10 * time.Second
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func newAllocator(t testing.TB, pool *pgxpool.Pool, key string, opt Options) *Allocator {
 	a := New(pool, key, opt)
 	t.Cleanup(a.Close)
@@ -99,7 +93,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 func TestNextStrictlyIncreasing(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	a := newAllocator(t, pool, "envelope", Options{})
 
 	first := mustNext(t, ctx, a)
@@ -126,7 +120,7 @@ func TestNextStrictlyIncreasing(t *testing.T) {
 func TestConcurrentAllocatorsNeverRepeat(t *testing.T) {
 	t.Parallel()
 	poolA, url := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	// A second pool, as a second process would have.
 	poolB, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -207,7 +201,7 @@ func draw(ctx context.Context, a *Allocator, ops int) ([]int64, error) {
 func TestAbandonedAllocatorLosesAtMostItsSegments(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	const step = 10
 	var log fetchLog
 	a := New(pool, "envelope", Options{Step: step, OnFetch: log.record})
@@ -238,7 +232,7 @@ func TestAbandonedAllocatorLosesAtMostItsSegments(t *testing.T) {
 func TestExhaustedNext(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	exec(t, ctx, pool, "UPDATE sequence_numbers SET max_value = current_value + 25 WHERE key_name = $1", "envelope")
 	a := newAllocator(t, pool, "envelope", Options{Step: 10})
 
@@ -275,7 +269,7 @@ func TestExhaustedNext(t *testing.T) {
 func TestExhaustedBlockConsumesNothing(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	exec(t, ctx, pool, "UPDATE sequence_numbers SET max_value = current_value + 25 WHERE key_name = $1", "envelope")
 	before := readRow(t, ctx, pool, "envelope")
 	a := newAllocator(t, pool, "envelope", Options{Step: 10})
@@ -301,7 +295,7 @@ func TestExhaustedBlockConsumesNothing(t *testing.T) {
 func TestBlockKeepsCachedSegment(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	a := newAllocator(t, pool, "envelope", Options{Step: 10})
 
 	if id := mustNext(t, ctx, a); id != 1001 {
@@ -336,7 +330,7 @@ func TestBlockKeepsCachedSegment(t *testing.T) {
 func TestPrefetch(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	const (
 		step     = 100
 		segments = 5
@@ -399,7 +393,7 @@ func expectNoFetch(t *testing.T, fetched <-chan int64, k, j int) {
 func TestFailedPrefetchRetriedByNextCaller(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	a := newAllocator(t, pool, "envelope", Options{Step: 10})
 
 	mustNext(t, ctx, a) // segment 1001..1010
@@ -445,7 +439,7 @@ func TestFailedPrefetchRetriedByNextCaller(t *testing.T) {
 func TestUnknownKey(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	a := newAllocator(t, pool, "no_such_key", Options{})
 
 	_, err := a.Next(ctx)
@@ -463,7 +457,7 @@ func TestUnknownKey(t *testing.T) {
 func TestCloseDuringPrefetch(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Postgres(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	a := New(pool, "envelope", Options{Step: 10})
 	mustNext(t, ctx, a)
 

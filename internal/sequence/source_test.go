@@ -38,7 +38,7 @@ func (s *memSource) Reserve(_ context.Context, want int64, exact bool) (int64, i
 // Block takes exact ranges, and errors name the allocator.
 func TestSourcePluggable(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	src := &memSource{limit: 25}
 	a := NewFromSource("mem", src, Options{Step: 10})
 	t.Cleanup(a.Close)
@@ -82,7 +82,7 @@ func TestSourcePluggable(t *testing.T) {
 
 func TestSourceMisbehaving(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	a := NewFromSource("bad", SourceFunc(func(context.Context, int64, bool) (int64, int64, error) {
 		return 1, 0, nil // an empty range and no error
 	}), Options{})
