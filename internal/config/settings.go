@@ -48,7 +48,7 @@ var Settings = []Setting{
 	{"MAX_PACKETS", "100000", "most packets per envelope", Grabber},
 	{"MAX_TOTAL_CENTS", "100000000", "largest envelope total", Grabber},
 	{"MAX_PACKET_CENTS", "20000", "largest packet of any split", Grabber},
-	{"SHUTDOWN_TIMEOUT", "10s", "how long work in hand may take at shutdown", Both},
+	{"SHUTDOWN_TIMEOUT", "10s", "how long a shutdown may take in all: work in hand, then closing", Both},
 	{"ID_TIME_ZONE", "UTC", "time zone of the dates in order numbers and share codes", Grabber},
 	{"ORDER_NO_WIDTH", "10", "digits of the per-day sequence in an order number", Grabber},
 	{"ORDER_NO_SEGMENT", "100000", "order numbers of a shard reserved in PostgreSQL at a time", Grabber},
