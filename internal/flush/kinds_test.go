@@ -9,7 +9,6 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
 	"redpacket/internal/pgstore"
-	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -126,7 +125,7 @@ func TestReloadAndRepairKeepTheGates(t *testing.T) {
 	if st, err := f.Recover(ctx, plan); err != nil || st != "open" {
 		t.Fatalf("Recover = %q, %v", st, err)
 	}
-	wantGates(t, s, e.ID, pw, map[string]redisstore.Claim{"a": first})
+	wantGates(t, s, e.ID, pw, map[string]grab.Claim{"a": first})
 
 	// A loading envelope the flusher loads carries its gates too.
 	now := s.Clock.Now()
@@ -152,7 +151,7 @@ func TestReloadAndRepairKeepTheGates(t *testing.T) {
 // wantGates checks that a non-recipient and a wrong password are refused,
 // taking nothing, that holders repeat without a password, and that a
 // recipient with the password is granted.
-func wantGates(t *testing.T, s *stack.Stack, id int64, pw string, held map[string]redisstore.Claim) {
+func wantGates(t *testing.T, s *stack.Stack, id int64, pw string, held map[string]grab.Claim) {
 	t.Helper()
 	ctx := context.Background()
 	before, err := s.Svc.Status(ctx, id)

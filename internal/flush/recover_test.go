@@ -10,13 +10,12 @@ import (
 	"time"
 
 	"redpacket/internal/grab"
-	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
 
 // suspendedByLoss returns an envelope of 10 packets with 4 claims in
 // PostgreSQL that was suspended because Redis lost its data, and the claims.
-func suspendedByLoss(t *testing.T, s *stack.Stack, f *Flusher) (int64, map[string]redisstore.Claim) {
+func suspendedByLoss(t *testing.T, s *stack.Stack, f *Flusher) (int64, map[string]grab.Claim) {
 	t.Helper()
 	ctx := context.Background()
 	e, claims := expiring(t, s, 10, 4)

@@ -15,7 +15,7 @@ import (
 
 // expiring creates an envelope of count packets of 100 cents that expires a
 // minute from the stack's clock, and grabs n of them.
-func expiring(t *testing.T, s *stack.Stack, count, n int) (grab.Envelope, map[string]redisstore.Claim) {
+func expiring(t *testing.T, s *stack.Stack, count, n int) (grab.Envelope, map[string]grab.Claim) {
 	t.Helper()
 	ctx := context.Background()
 	secs := int64(60)
@@ -25,7 +25,7 @@ func expiring(t *testing.T, s *stack.Stack, count, n int) (grab.Envelope, map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims := map[string]redisstore.Claim{}
+	claims := map[string]grab.Claim{}
 	for i := range n {
 		u := fmt.Sprintf("u%d", i)
 		if claims[u], err = s.Svc.Grab(ctx, e.ID, u); err != nil {
@@ -65,7 +65,7 @@ func readLedger(t *testing.T, s *stack.Stack, id int64) ledger {
 
 // wantSettled checks that exactly the answered claims are paid and the rest
 // refunded.
-func wantSettled(t *testing.T, s *stack.Stack, id int64, claims map[string]redisstore.Claim) {
+func wantSettled(t *testing.T, s *stack.Stack, id int64, claims map[string]grab.Claim) {
 	t.Helper()
 	var cents int64
 	for _, c := range claims {
@@ -117,7 +117,7 @@ func TestSettleExpiredEnvelope(t *testing.T) {
 	assertAnswersAfterSettlement(t, s, e.ID, claims)
 }
 
-func assertAnswersAfterSettlement(t *testing.T, s *stack.Stack, id int64, claims map[string]redisstore.Claim) {
+func assertAnswersAfterSettlement(t *testing.T, s *stack.Stack, id int64, claims map[string]grab.Claim) {
 	t.Helper()
 	ctx := context.Background()
 	for u, want := range claims {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"redpacket/internal/envelope"
-	"redpacket/internal/redisstore"
+	"redpacket/internal/grab"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -72,7 +72,7 @@ func TestSplitHoldsAcrossRedisLossAndReload(t *testing.T) {
 		listed = append(listed, c.PacketID)
 	}
 	// The order numbers count the grants in the order they were made.
-	slices.SortFunc(granted, func(a, b redisstore.Claim) int { return strings.Compare(a.OrderNo, b.OrderNo) })
+	slices.SortFunc(granted, func(a, b grab.Claim) int { return strings.Compare(a.OrderNo, b.OrderNo) })
 	var handedOut []int64
 	for _, c := range granted {
 		handedOut = append(handedOut, c.PacketID)

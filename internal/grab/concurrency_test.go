@@ -13,7 +13,6 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/flush"
 	"redpacket/internal/grab"
-	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -51,9 +50,9 @@ func concurrentGrabsMatchPostgres(t *testing.T, s *stack.Stack, r rush) {
 	ctx := t.Context()
 	es := createRush(t, s, r)
 	// first[i][u] is user u's first answer for envelope i; nil when refused.
-	first := make([][]*redisstore.Claim, len(es))
+	first := make([][]*grab.Claim, len(es))
 	for i := range first {
-		first[i] = make([]*redisstore.Claim, r.users)
+		first[i] = make([]*grab.Claim, r.users)
 	}
 	var mu sync.Mutex
 	var failures []string
@@ -82,7 +81,7 @@ func concurrentGrabsMatchPostgres(t *testing.T, s *stack.Stack, r rush) {
 	if len(failures) > 0 {
 		t.Fatalf("%d bad answers, first: %s", len(failures), failures[0])
 	}
-	winners := make([]map[string]redisstore.Claim, len(es))
+	winners := make([]map[string]grab.Claim, len(es))
 	for i, e := range es {
 		winners[i] = checkWinners(t, e.ID, first[i], r)
 	}
@@ -123,8 +122,8 @@ func createRush(t *testing.T, s *stack.Stack, r rush) []grab.Envelope {
 
 // checkWinners checks the first answers of one envelope: no packet twice,
 // r.packets winners holding r.total; it returns the winners by user.
-func checkWinners(t *testing.T, id int64, first []*redisstore.Claim, r rush) map[string]redisstore.Claim {
-	winners := map[string]redisstore.Claim{}
+func checkWinners(t *testing.T, id int64, first []*grab.Claim, r rush) map[string]grab.Claim {
+	winners := map[string]grab.Claim{}
 	byPacket := map[int64]string{}
 	var sum int64
 	for u, c := range first {
@@ -147,7 +146,7 @@ func checkWinners(t *testing.T, id int64, first []*redisstore.Claim, r rush) map
 
 // checkLedger checks that PostgreSQL holds exactly the winners' claims of
 // one envelope, and that it is sold out with every cent claimed.
-func checkLedger(t *testing.T, s *stack.Stack, id int64, winners map[string]redisstore.Claim, r rush) {
+func checkLedger(t *testing.T, s *stack.Stack, id int64, winners map[string]grab.Claim, r rush) {
 	ctx := t.Context()
 	rows, err := s.Pool.Query(ctx, `SELECT id, amount_cents, claimed_by, claimed_at, order_no FROM packets
 		WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, id)
@@ -183,7 +182,7 @@ func userID(u int) string { return fmt.Sprintf("user-%d", u) }
 
 // grabOnce grabs for user u and checks the answer against the user's first
 // one; it returns a description of anything wrong.
-func grabOnce(ctx context.Context, s *stack.Stack, id int64, u, try int, first []*redisstore.Claim) string {
+func grabOnce(ctx context.Context, s *stack.Stack, id int64, u, try int, first []*grab.Claim) string {
 	c, err := s.Svc.Grab(ctx, id, userID(u))
 	switch {
 	case try == 0 && err == nil && !c.Repeat:

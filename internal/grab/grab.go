@@ -16,20 +16,30 @@ import (
 	"redpacket/internal/telemetry"
 )
 
+// Claim is a packet granted to a user, as the service answers a grab.
+type Claim struct {
+	PacketID    int64
+	AmountCents int64
+	OrderNo     string    // the grant's order number (see internal/ids)
+	GrabbedAt   time.Time // when it was granted, UTC, to the millisecond
+	Repeat      bool      // the user had grabbed before: this is that same packet
+}
+
 // Grab takes a packet of envelope id for the user, or returns the packet the
 // user took before (Claim.Repeat).
-func (s *Service) Grab(ctx context.Context, id int64, userID string) (redisstore.Claim, error) {
+func (s *Service) Grab(ctx context.Context, id int64, userID string) (Claim, error) {
 	return s.GrabWithPassword(ctx, id, userID, "")
 }
 
 // GrabWithPassword is Grab carrying the password the user gave ("": none).
 // Only its digest goes further (envelope.PasswordDigest).
-func (s *Service) GrabWithPassword(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
+func (s *Service) GrabWithPassword(ctx context.Context, id int64, userID, password string) (Claim, error) {
 	start := time.Now()
 	c, err := s.grabLimited(ctx, id, userID, password)
 	telemetry.GrabSeconds.Observe(time.Since(start).Seconds())
 	grabCounters[grabResult(c, err)].Inc()
-	return c, err
+	return Claim{PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: c.OrderNo, GrabbedAt: c.GrabbedAt,
+		Repeat: c.Repeat}, err
 }
 
 // grabCounters are the grab counters by result, looked up once rather than

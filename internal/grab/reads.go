@@ -17,8 +17,8 @@ var ErrNotSettled = errors.New("envelope not settled yet")
 // ClaimsPage is a page of an envelope's claims in hand-out order, and its
 // luckiest grab once it is shown.
 type ClaimsPage struct {
-	Claims []pgstore.ClaimedPacket
-	Best   *pgstore.ClaimedPacket
+	Claims []ClaimedPacket
+	Best   *ClaimedPacket
 }
 
 // Claims lists up to limit claims of envelope id handed out after the packet
@@ -34,8 +34,13 @@ func (s *Service) Claims(ctx context.Context, id, afterPacketID int64, limit int
 		before = maxKey
 	}
 	var page ClaimsPage
-	if page.Claims, err = s.pg.EnvelopeClaims(ctx, id, before, limit); err != nil {
+	claims, err := s.pg.EnvelopeClaims(ctx, id, before, limit)
+	if err != nil {
 		return ClaimsPage{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	page.Claims = make([]ClaimedPacket, len(claims))
+	for i, c := range claims {
+		page.Claims[i] = claimedPacketOf(c)
 	}
 	if page.Best, err = s.best(ctx, e); err != nil {
 		return ClaimsPage{}, err
@@ -47,7 +52,7 @@ func (s *Service) Claims(ctx context.Context, id, afterPacketID int64, limit int
 const maxKey = int64(1<<63 - 1)
 
 // best is the luckiest grab of e once it is shown, else nil.
-func (s *Service) best(ctx context.Context, e pgstore.Envelope) (*pgstore.ClaimedPacket, error) {
+func (s *Service) best(ctx context.Context, e pgstore.Envelope) (*ClaimedPacket, error) {
 	if !bestShown(e) {
 		return nil, nil
 	}
@@ -55,7 +60,11 @@ func (s *Service) best(ctx context.Context, e pgstore.Envelope) (*pgstore.Claime
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return b, nil
+	if b == nil {
+		return nil, nil
+	}
+	c := claimedPacketOf(*b)
+	return &c, nil
 }
 
 // bestShown reports whether e's luckiest grab is shown: once every claim of
@@ -78,7 +87,7 @@ func bestShown(e pgstore.Envelope) bool {
 
 // UserClaims lists up to limit claims of a user newest first: those before
 // the key (beforeAt, beforePacketID), or the newest when beforePacketID is 0.
-func (s *Service) UserClaims(ctx context.Context, userID string, beforeAt time.Time, beforePacketID int64, limit int) ([]pgstore.UserClaim, error) {
+func (s *Service) UserClaims(ctx context.Context, userID string, beforeAt time.Time, beforePacketID int64, limit int) ([]UserClaim, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return nil, err
 	}
@@ -89,7 +98,11 @@ func (s *Service) UserClaims(ctx context.Context, userID string, beforeAt time.T
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return rows, nil
+	out := make([]UserClaim, len(rows))
+	for i, c := range rows {
+		out[i] = userClaimOf(c)
+	}
+	return out, nil
 }
 
 // farFuture is after every claim and envelope: the time before which a

@@ -12,16 +12,6 @@ import (
 	"redpacket/internal/redisstore"
 )
 
-// Status is an envelope's state for the status endpoint: the row from
-// PostgreSQL with live counts from Redis while Redis holds the envelope.
-type Status struct {
-	pgstore.Envelope
-	GrabbedCount   int64
-	GrabbedCents   int64
-	RemainingCount int64
-	Best           *pgstore.ClaimedPacket // the luckiest grab, once shown (see bestShown)
-}
-
 // Status reports envelope id.
 func (s *Service) Status(ctx context.Context, id int64) (Status, error) {
 	if id <= 0 {
@@ -54,7 +44,7 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 	if err != nil {
 		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	st := Status{Envelope: e}
+	st := statusOf(e)
 	if live.Loaded && live.Status != redisstore.MetaFailed && live.Status != redisstore.MetaSuspended {
 		// Every grant adds one claim, and closing drops the pool, so the
 		// claims are the grabbed count in every state.

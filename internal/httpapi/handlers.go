@@ -178,9 +178,7 @@ func toStatusResponse(st grab.Status) statusResponse {
 		GrabbedCents: st.GrabbedCents, RemainingCount: st.RemainingCount,
 		RefundedCents: st.RefundedCents, CreatedAt: Timestamp(st.CreatedAt), ExpiresAt: Timestamp(st.ExpiresAt),
 	}
-	if st.ShareCode != nil {
-		resp.ShareCode = *st.ShareCode
-	}
+	resp.ShareCode = st.ShareCode
 	if st.SettledAt != nil {
 		t := Timestamp(*st.SettledAt)
 		resp.SettledAt = &t
@@ -190,11 +188,8 @@ func toStatusResponse(st grab.Status) statusResponse {
 		resp.ClosedAt = &t
 	}
 	resp.envelopeExtras = envelopeExtras{
-		Kind: st.Kind, RecipientsCount: st.RecipientsCount, HasPassword: st.PasswordDigest != nil,
-		Greeting: st.Greeting, Metadata: st.Metadata, StartsAt: Timestamp(st.CreatedAt),
-	}
-	if st.StartsAt != nil {
-		resp.StartsAt = Timestamp(*st.StartsAt)
+		Kind: st.Kind, RecipientsCount: st.RecipientsCount, HasPassword: st.HasPassword,
+		Greeting: st.Greeting, Metadata: st.Metadata, StartsAt: Timestamp(st.StartsAt),
 	}
 	resp.Best = toClaimJSON(st.Best)
 	return resp

@@ -3,10 +3,9 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"redpacket/internal/grab"
 	"strconv"
 	"time"
-
-	"redpacket/internal/pgstore"
 )
 
 // The page sizes of the lists: claims are rows of PostgreSQL; a sender's
@@ -27,7 +26,7 @@ type claimJSON struct {
 	GrabbedAt   Timestamp `json:"grabbed_at"`
 }
 
-func toClaimJSON(c *pgstore.ClaimedPacket) *claimJSON {
+func toClaimJSON(c *grab.ClaimedPacket) *claimJSON {
 	if c == nil {
 		return nil
 	}
@@ -107,15 +106,12 @@ func (a *API) userClaims(w http.ResponseWriter, r *http.Request) {
 	resp := userClaimsResponse{Claims: make([]userClaimJSON, 0, min(len(rows), limit))}
 	for i, c := range rows {
 		if i == limit {
-			next := timeCursor("u", rows[i-1].ClaimedAt, rows[i-1].PacketID)
+			next := timeCursor("u", rows[i-1].GrabbedAt, rows[i-1].PacketID)
 			resp.NextBefore = &next
 			break
 		}
 		u := userClaimJSON{EnvelopeID: c.EnvelopeID, SenderID: c.SenderID, PacketID: c.PacketID,
-			AmountCents: c.AmountCents, GrabbedAt: Timestamp(c.ClaimedAt)}
-		if c.OrderNo != nil {
-			u.OrderNo = *c.OrderNo
-		}
+			AmountCents: c.AmountCents, OrderNo: c.OrderNo, GrabbedAt: Timestamp(c.GrabbedAt)}
 		resp.Claims = append(resp.Claims, u)
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -7,11 +7,10 @@ import (
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
 	"redpacket/internal/pgstore"
-	"redpacket/internal/redisstore"
 )
 
 // Claims are the answers of granted grabs, by user.
-type Claims = map[string]redisstore.Claim
+type Claims = map[string]grab.Claim
 
 // Grabbed creates an envelope of count packets (count*100 cents in all) and
 // grabs n of them by the distinct users u0, u1, ...; it returns the
