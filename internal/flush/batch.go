@@ -15,14 +15,14 @@ import (
 
 // FlushShard writes one batch of a shard's claims and returns its size.
 //
-// Take moves the batch into the shard's in-flight list, ApplyClaims commits
-// it idempotently, Ack deletes the in-flight list. Killed after Take, the
-// next flusher takes the same batch again; killed after the commit, it
-// applies the batch again, which changes nothing. So every claim is written
-// exactly once.
+// TakeBatch moves the batch into the shard's in-flight list, ApplyClaims
+// commits it idempotently, AckBatch deletes the in-flight list. Killed after
+// the take, the next flusher takes the same batch again; killed after the
+// commit, it applies the batch again, which changes nothing. So every claim
+// is written exactly once.
 func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
-	raw, err := f.redis.Take(ctx, shard, f.cfg.BatchSize)
-	if err != nil || len(raw) == 0 {
+	b, err := f.redis.TakeBatch(ctx, shard, f.cfg.BatchSize)
+	if err != nil || b.Len() == 0 {
 		return 0, err
 	}
 	if err := hook(f.afterTake, shard); err != nil {
@@ -31,35 +31,26 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
-	claims, sources, malformed := parseBatch(raw)
+	claims := toClaims(b.Claims)
 	res, err := f.pg.ApplyClaims(ctx, claims)
+	var refused []int
 	if pgstore.IsRefused(err) {
 		// PostgreSQL refuses the batch's data, not the connection: retried
 		// whole it would fail forever and hold up the shard. One claim at
 		// a time finds the culprits, which are set aside like malformed ones.
 		f.log.Error("postgres refused a batch; applying its claims one at a time",
 			zap.Int("shard", shard), zap.Error(err))
-		var refused []string
-		claims, res, refused, err = f.applyEach(ctx, claims, sources)
-		malformed = append(malformed, refused...)
+		claims, res, refused, err = f.applyEach(ctx, claims)
 		if err == nil {
-			err = f.suspendRefused(ctx, refused)
+			err = f.suspendRefused(ctx, b, refused)
 		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: %w", shard, err)
 	}
 	observeLag(claims)
-	if len(malformed) > 0 {
-		// Only this service writes the queue, so this is corruption: keep
-		// the entries where an operator can find them before the ack drops
-		// them. After the commit, so a retried batch copies them once.
-		if err := f.redis.Reject(ctx, shard, malformed); err != nil {
-			return 0, err
-		}
-		telemetry.Rejected.Add(float64(len(malformed)))
-		f.log.Error("malformed or refused claims moved to the shard's rejected list",
-			zap.Int("shard", shard), zap.Strings("claims", malformed))
+	if err := f.reject(ctx, b, refused); err != nil {
+		return 0, err
 	}
 	f.report(shard, len(claims), res)
 	if err := f.checkBatch(ctx, claims, res); err != nil {
@@ -68,7 +59,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := hook(f.afterCommit, shard); err != nil {
 		return 0, err
 	}
-	acked, err := f.redis.Ack(ctx, shard, raw)
+	acked, err := f.redis.AckBatch(ctx, b)
 	if err != nil {
 		return 0, err
 	}
@@ -76,9 +67,24 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		f.log.Warn("in-flight batch was replaced while it was written: another flusher took the shard over",
 			zap.Int("shard", shard))
 	}
-	telemetry.FlushBatchSize.Observe(float64(len(raw)))
+	telemetry.FlushBatchSize.Observe(float64(b.Len()))
 	telemetry.FlushBatchSeconds.Observe(time.Since(start).Seconds())
-	return len(raw), nil
+	return b.Len(), nil
+}
+
+// reject keeps the batch's malformed entries and the refused claims where an
+// operator can find them before the ack drops them: only this service
+// writes the queue, so either is corruption. After the commit, so a retried
+// batch copies them once.
+func (f *Flusher) reject(ctx context.Context, b redisstore.Batch, refused []int) error {
+	entries, err := f.redis.RejectBatch(ctx, b, refused)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	telemetry.Rejected.Add(float64(len(entries)))
+	f.log.Error("malformed or refused claims moved to the shard's rejected list",
+		zap.Int("shard", b.Shard), zap.Strings("claims", entries))
+	return nil
 }
 
 // observeLag records, per claim, how long after the grab it became durable.
@@ -92,25 +98,23 @@ func observeLag(claims []pgstore.Claim) {
 // suspendRefused suspends the envelopes of claims PostgreSQL refused: a user
 // was answered those packets and cannot be paid them, so an operator must
 // decide before the envelope is settled.
-func (f *Flusher) suspendRefused(ctx context.Context, refused []string) error {
+func (f *Flusher) suspendRefused(ctx context.Context, b redisstore.Batch, refused []int) error {
 	var errs []error
-	for _, raw := range refused {
-		if q, err := redisstore.ParseQueued(raw); err == nil {
-			errs = append(errs, f.suspend(ctx, q.EnvelopeID, "postgres refused a claim: "+raw))
-		}
+	for _, i := range refused {
+		errs = append(errs, f.suspend(ctx, b.Claims[i].EnvelopeID, "postgres refused a claim: "+b.Entry(i)))
 	}
 	return errors.Join(errs...)
 }
 
 // applyEach applies claims one by one, skipping those PostgreSQL refuses
-// (returned as their queue entries).
-func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim, sources []string) (
-	kept []pgstore.Claim, res pgstore.ApplyResult, refused []string, err error,
+// (returned as their indexes).
+func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim) (
+	kept []pgstore.Claim, res pgstore.ApplyResult, refused []int, err error,
 ) {
 	for i, c := range claims {
 		r, err := f.pg.ApplyClaims(ctx, []pgstore.Claim{c})
 		if pgstore.IsRefused(err) {
-			refused = append(refused, sources[i])
+			refused = append(refused, i)
 			continue
 		}
 		if err != nil {
@@ -124,23 +128,16 @@ func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim, sources
 	return kept, res, refused, nil
 }
 
-// parseBatch reads a batch; sources[i] is the queue entry of claims[i].
-func parseBatch(raw []string) (claims []pgstore.Claim, sources, malformed []string) {
-	claims = make([]pgstore.Claim, 0, len(raw))
-	sources = make([]string, 0, len(raw))
-	for _, r := range raw {
-		q, err := redisstore.ParseQueued(r)
-		if err != nil {
-			malformed = append(malformed, r)
-			continue
-		}
-		claims = append(claims, pgstore.Claim{
+// toClaims turns a batch's queued claims into the ledger's claims.
+func toClaims(queued []redisstore.QueuedClaim) []pgstore.Claim {
+	claims := make([]pgstore.Claim, len(queued))
+	for i, q := range queued {
+		claims[i] = pgstore.Claim{
 			EnvelopeID: q.EnvelopeID, PacketID: q.PacketID, UserID: q.UserID, ClaimedAt: q.GrabbedAt,
 			OrderNo: q.OrderNo,
-		})
-		sources = append(sources, r)
+		}
 	}
-	return claims, sources, malformed
+	return claims
 }
 
 func (f *Flusher) report(shard, n int, res pgstore.ApplyResult) {
