@@ -32,6 +32,12 @@ const (
 	maxKeyLen    = 64
 )
 
+// DefaultEvents are the events settings when none is set.
+func DefaultEvents() Events {
+	e, _ := LoadEvents(func(string) string { return "" }) // the defaults are valid (TestDefaultEvents)
+	return e
+}
+
 // LoadEvents reads the events settings through getenv.
 func LoadEvents(getenv func(string) string) (Events, error) {
 	r := reader{getenv: getenv}

@@ -127,3 +127,13 @@ func TestEventsOldSecretConversion(t *testing.T) {
 		t.Errorf("converted key %q, want the old secret's bytes %q", e.WebhookKeys[0], old)
 	}
 }
+
+func TestDefaultEvents(t *testing.T) {
+	if _, err := LoadEvents(func(string) string { return "" }); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+	d := DefaultEvents()
+	if d.WebhookTimeout != 5*time.Second || d.WebhookMaxBackoff != 5*time.Minute || d.WebhookWorkers != 4 {
+		t.Errorf("DefaultEvents = %+v", d)
+	}
+}

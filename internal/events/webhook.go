@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/config"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redact"
 )
@@ -48,12 +49,15 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 			*d = v
 		}
 	}
-	def(&c.Timeout, 5*time.Second)
+	// The settings' defaults are config's (WEBHOOK_TIMEOUT, ...), kept
+	// there once; the rest are this sender's own knobs.
+	settings := config.DefaultEvents()
+	def(&c.Timeout, settings.WebhookTimeout)
 	def(&c.MinBackoff, time.Second)
-	def(&c.MaxBackoff, 5*time.Minute)
+	def(&c.MaxBackoff, settings.WebhookMaxBackoff)
 	def(&c.Poll, time.Second)
 	if c.Workers <= 0 {
-		c.Workers = 4
+		c.Workers = settings.WebhookWorkers
 	}
 	if c.PerTurn <= 0 {
 		c.PerTurn = 100
