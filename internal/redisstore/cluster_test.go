@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -150,7 +149,6 @@ func TestClusterGrabConcurrent(t *testing.T) {
 	const (
 		packets = 150
 		users   = 400
-		workers = 32
 	)
 	now := time.Now()
 	envelopes := []int64{41, 42, 43, 44} // one per shard
@@ -163,71 +161,9 @@ func TestClusterGrabConcurrent(t *testing.T) {
 	}
 	t.Logf("%d envelopes on %d masters", len(envelopes), len(onMasters))
 
-	type answer struct {
-		claim redisstore.Claim
-		err   error
-	}
-	first := map[int64][]answer{}
-	second := map[int64][]answer{}
+	first, second := race(t, s, envelopes, users, now)
 	for _, id := range envelopes {
-		first[id], second[id] = make([]answer, users), make([]answer, users)
-	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for w := range workers {
-		wg.Go(func() {
-			<-start
-			for pass, out := range []map[int64][]answer{first, second} {
-				for u := w; u < users; u += workers {
-					for _, id := range envelopes {
-						c, err := s.Grab(ctx, id, fmt.Sprintf("user:%d", u), now.Add(time.Duration(pass)*time.Millisecond))
-						out[id][u] = answer{c, err}
-					}
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-
-	for _, id := range envelopes {
-		owner := map[int64]int{}
-		var sum int64
-		for u := range users {
-			a, b := first[id][u], second[id][u]
-			switch {
-			case a.err == nil && !a.claim.Repeat:
-				if amount, ok := byID[id][a.claim.PacketID]; !ok || amount != a.claim.AmountCents {
-					t.Fatalf("envelope %d user %d: claim %+v is not a loaded packet", id, u, a.claim)
-				}
-				if prev, dup := owner[a.claim.PacketID]; dup {
-					t.Fatalf("envelope %d: packet %d granted to users %d and %d", id, a.claim.PacketID, prev, u)
-				}
-				owner[a.claim.PacketID] = u
-				sum += a.claim.AmountCents
-				want := a.claim
-				want.Repeat = true
-				if b.err != nil || b.claim != want {
-					t.Fatalf("envelope %d user %d: retry = %+v, %v; want %+v", id, u, b.claim, b.err, want)
-				}
-			case errors.Is(a.err, redisstore.ErrSoldOut):
-				if !errors.Is(b.err, redisstore.ErrSoldOut) {
-					t.Fatalf("envelope %d user %d: sold out, then %+v, %v", id, u, b.claim, b.err)
-				}
-			default:
-				t.Fatalf("envelope %d user %d: first grab %+v, %v", id, u, a.claim, a.err)
-			}
-		}
-		if len(owner) != packets || sum != totals[id] {
-			t.Fatalf("envelope %d: %d packets granted holding %d cents; want %d holding %d", id, len(owner), sum, packets, totals[id])
-		}
-		if n := llen(t, rdb, k.Pool(id)); n != 0 {
-			t.Fatalf("envelope %d: pool holds %d packets, want 0", id, n)
-		}
-		live, err := s.Live(ctx, id)
-		if err != nil || live.GrabbedCents != totals[id] || live.Remaining != 0 {
-			t.Fatalf("envelope %d: Live = %+v, %v; want %d grabbed, 0 remaining", id, live, err, totals[id])
-		}
+		checkRace(t, s, rdb, id, first[id], second[id], byID[id], totals[id])
 	}
 
 	pending, err := s.Pending(ctx)
