@@ -15,8 +15,6 @@ import (
 	"redpacket/internal/testenv/stack"
 )
 
-// grabbedOnEveryShard creates envelopes until every shard has one and grabs
-// n packets of each; it returns the envelopes and their answered claims.
 // The flusher drains every shard of a Redis Cluster: Pending sees each
 // shard's queue (one pipeline over every slot), batches are taken, written
 // and acknowledged on the master of each shard, and PostgreSQL ends up with
@@ -68,12 +66,22 @@ func TestClusterFlusherDrainsEveryShard(t *testing.T) {
 	}
 }
 
-// The daemon's loop on a Redis Cluster, with everything it does between
-// passes: grabs on every shard reach PostgreSQL, nothing is logged as an
-// error, and Run stops on cancel.
+// The daemon's loop on a Redis Cluster (see runFlushesEveryShard).
 func TestClusterRunFlushesEveryShard(t *testing.T) {
 	t.Parallel()
-	s := stack.NewCluster(t)
+	runFlushesEveryShard(t, stack.NewCluster(t))
+}
+
+// The same on a single Redis.
+func TestRunFlushesEveryShard(t *testing.T) {
+	t.Parallel()
+	runFlushesEveryShard(t, stack.New(t))
+}
+
+// runFlushesEveryShard runs the daemon's loop, with everything it does
+// between passes, over grabs on every shard: they all reach PostgreSQL as
+// answered, nothing is logged as an error, and Run stops on cancel.
+func runFlushesEveryShard(t *testing.T, s *stack.Stack) {
 	es, claims := s.GrabbedOnEveryShard(t, 3)
 	total := 0
 	for _, c := range claims {
@@ -81,24 +89,14 @@ func TestClusterRunFlushesEveryShard(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Errors are logged and retried by Run; on a healthy cluster there must
+	// Errors are logged and retried by Run; on healthy servers there must
 	// be none.
 	core, logs := observer.New(zap.WarnLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
 	f := New(s.Redis, s.PG, Config{BatchSize: 4, IdleWait: 10 * time.Millisecond}, log)
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		n := s.ClaimedInPG(t)
-		if n == total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d claims flushed after 15s", n, total)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitClaimed(t, s, total, 15*time.Second)
 	cancel()
 	select {
 	case err := <-done:
@@ -113,5 +111,22 @@ func TestClusterRunFlushesEveryShard(t *testing.T) {
 	}
 	for _, entry := range logs.FilterLevelExact(zap.ErrorLevel).All() {
 		t.Errorf("flusher logged an error: %s %v", entry.Message, entry.ContextMap())
+	}
+}
+
+// waitClaimed waits until PostgreSQL holds n claimed packets, failing the
+// test after d.
+func waitClaimed(t *testing.T, s *stack.Stack, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := s.ClaimedInPG(t)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d claims flushed after %s", got, n, d)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -184,17 +184,7 @@ func TestRunFlushesAndStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- newFlusher(t, s, Config{BatchSize: 10, IdleWait: 10 * time.Millisecond}).Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := s.ClaimedInPG(t)
-		if n == len(claims) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d claims flushed after 10s", n, len(claims))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitClaimed(t, s, len(claims), 10*time.Second)
 	cancel()
 	select {
 	case err := <-done:
