@@ -250,6 +250,60 @@ func TestComposeHasNoHardCodedSecret(t *testing.T) {
 
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
+	d := readDockerfile(t)
+	if len(d.froms) < 2 {
+		t.Errorf("%d stages, want a build stage and a runtime stage", len(d.froms))
+	}
+	pinned := regexp.MustCompile(`^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$`)
+	for _, f := range d.froms {
+		if !pinned.MatchString(f) {
+			t.Errorf("FROM %s: not pinned by digest (image:tag@sha256:...)", f)
+		}
+	}
+	if len(d.users) == 0 {
+		t.Error("no USER line: the image would run as root")
+	}
+	for _, u := range d.users {
+		if name, _, _ := strings.Cut(u, ":"); name == "root" || name == "0" {
+			t.Errorf("USER %s runs as root", u)
+		}
+	}
+	if !strings.Contains(d.healthcheck, `"healthcheck"`) {
+		t.Errorf("HEALTHCHECK %q does not run the daemon's healthcheck subcommand", d.healthcheck)
+	}
+	// The -X flags name variables that exist.
+	build, err := os.ReadFile("../internal/telemetry/build.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"version", "commit"} {
+		if !strings.Contains(d.ldflags, "-X redpacket/internal/telemetry."+v+"=") {
+			t.Errorf("the build does not stamp telemetry.%s: %s", v, d.ldflags)
+		}
+	}
+	if !strings.Contains(string(build), "var version, commit string") {
+		t.Error("internal/telemetry/build.go no longer declares the stamped variables")
+	}
+	ignore, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".git", "bin/", "bench/results/", ".env"} {
+		if !slices.Contains(strings.Fields(string(ignore)), want) {
+			t.Errorf(".dockerignore does not exclude %s", want)
+		}
+	}
+}
+
+// dockerfile holds what TestDockerfile checks of the Dockerfile: each
+// stage's image, each USER, and the HEALTHCHECK and -ldflags lines.
+type dockerfile struct {
+	froms, users         []string
+	healthcheck, ldflags string
+}
+
+func readDockerfile(t *testing.T) dockerfile {
+	t.Helper()
 	raw, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
@@ -273,46 +327,5 @@ func TestDockerfile(t *testing.T) {
 			ldflags = line
 		}
 	}
-	if len(froms) < 2 {
-		t.Errorf("%d stages, want a build stage and a runtime stage", len(froms))
-	}
-	pinned := regexp.MustCompile(`^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$`)
-	for _, f := range froms {
-		if !pinned.MatchString(f) {
-			t.Errorf("FROM %s: not pinned by digest (image:tag@sha256:...)", f)
-		}
-	}
-	if len(users) == 0 {
-		t.Error("no USER line: the image would run as root")
-	}
-	for _, u := range users {
-		if name, _, _ := strings.Cut(u, ":"); name == "root" || name == "0" {
-			t.Errorf("USER %s runs as root", u)
-		}
-	}
-	if !strings.Contains(healthcheck, `"healthcheck"`) {
-		t.Errorf("HEALTHCHECK %q does not run the daemon's healthcheck subcommand", healthcheck)
-	}
-	// The -X flags name variables that exist.
-	build, err := os.ReadFile("../internal/telemetry/build.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{"version", "commit"} {
-		if !strings.Contains(ldflags, "-X redpacket/internal/telemetry."+v+"=") {
-			t.Errorf("the build does not stamp telemetry.%s: %s", v, ldflags)
-		}
-	}
-	if !strings.Contains(string(build), "var version, commit string") {
-		t.Error("internal/telemetry/build.go no longer declares the stamped variables")
-	}
-	ignore, err := os.ReadFile("../.dockerignore")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{".git", "bin/", "bench/results/", ".env"} {
-		if !slices.Contains(strings.Fields(string(ignore)), want) {
-			t.Errorf(".dockerignore does not exclude %s", want)
-		}
-	}
+	return dockerfile{froms: froms, users: users, healthcheck: healthcheck, ldflags: ldflags}
 }

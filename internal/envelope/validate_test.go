@@ -9,65 +9,79 @@ import (
 
 func ptr(v int64) *int64 { return &v }
 
+// validateLimits are the limits the validation cases are written for.
+var validateLimits = DefaultLimits()
+
+// validRequest is a request that passes validation.
+var validRequest = CreateRequest{SenderID: "alice", TotalCents: 10000, Count: 10}
+
+// validWith is validRequest changed by edit.
+func validWith(edit func(*CreateRequest)) CreateRequest {
+	r := validRequest
+	edit(&r)
+	return r
+}
+
+// validateCases: each request with the field its first violation names, or
+// with "" and the expiry it is given.
+var validateCases = []struct {
+	name  string
+	req   CreateRequest
+	field string        // "" means valid
+	want  time.Duration // effective expiry when valid
+}{
+	{"valid, default expiry", validRequest, "", DefaultExpiresIn},
+
+	// sender_id
+	{"empty sender", validWith(func(r *CreateRequest) { r.SenderID = "" }), "sender_id", 0},
+	{"1-char sender", validWith(func(r *CreateRequest) { r.SenderID = "a" }), "", DefaultExpiresIn},
+	{"64-char sender", validWith(func(r *CreateRequest) { r.SenderID = strings.Repeat("a", 64) }), "", DefaultExpiresIn},
+	{"65-char sender", validWith(func(r *CreateRequest) { r.SenderID = strings.Repeat("a", 65) }), "sender_id", 0},
+	{"non-ASCII sender", validWith(func(r *CreateRequest) { r.SenderID = "小明" }), "sender_id", 0},
+	{"space in sender", validWith(func(r *CreateRequest) { r.SenderID = "a b" }), "sender_id", 0},
+	{"all classes sender", validWith(func(r *CreateRequest) { r.SenderID = "Az09_.:@-" }), "", DefaultExpiresIn},
+
+	// total_cents
+	{"total 0", validWith(func(r *CreateRequest) { r.TotalCents, r.Count = 0, 1 }), "total_cents", 0},
+	{"total negative", validWith(func(r *CreateRequest) { r.TotalCents, r.Count = -1, 1 }), "total_cents", 0},
+	{"total 1", validWith(func(r *CreateRequest) { r.TotalCents, r.Count = 1, 1 }), "", DefaultExpiresIn},
+	{"total max", validWith(func(r *CreateRequest) {
+		r.TotalCents, r.Count = validateLimits.MaxTotalCents, validateLimits.MaxTotalCents/validateLimits.MaxPacketCents
+	}), "", DefaultExpiresIn},
+	{"total max+1", validWith(func(r *CreateRequest) { r.TotalCents = validateLimits.MaxTotalCents + 1 }), "total_cents", 0},
+	{"total == count", validWith(func(r *CreateRequest) { r.TotalCents, r.Count = 10, 10 }), "", DefaultExpiresIn},
+	{"total == count-1", validWith(func(r *CreateRequest) { r.TotalCents, r.Count = 9, 10 }), "total_cents", 0},
+
+	// count
+	{"count 0", validWith(func(r *CreateRequest) { r.Count = 0 }), "count", 0},
+	{"count negative", validWith(func(r *CreateRequest) { r.Count = -3 }), "count", 0},
+	{"count 1", validWith(func(r *CreateRequest) { r.Count = 1 }), "", DefaultExpiresIn},
+	{"count max", validWith(func(r *CreateRequest) {
+		r.TotalCents, r.Count = validateLimits.MaxTotalCents, int64(validateLimits.MaxPackets)
+	}), "", DefaultExpiresIn},
+	{"count max+1", validWith(func(r *CreateRequest) {
+		r.TotalCents, r.Count = validateLimits.MaxTotalCents, int64(validateLimits.MaxPackets)+1
+	}), "count", 0},
+	{"count 0, total 0", validWith(func(r *CreateRequest) { r.TotalCents, r.Count = 0, 0 }), "total_cents", 0},
+
+	// expires_in_seconds
+	{"expiry 0", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(0) }), "expires_in_seconds", 0},
+	{"expiry negative", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(-1) }), "expires_in_seconds", 0},
+	{"expiry 1", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(1) }), "", time.Second},
+	{"expiry 86400", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(86400) }), "", 86400 * time.Second},
+	{"expiry max", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(604800) }), "", MaxExpiresIn},
+	{"expiry max+1", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(604801) }), "expires_in_seconds", 0},
+	{"expiry huge", validWith(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(1 << 62) }), "expires_in_seconds", 0},
+
+	// first violation wins, in the documented order
+	{"sender before total", CreateRequest{SenderID: "", TotalCents: 0, Count: 0, ExpiresInSeconds: ptr(0)}, "sender_id", 0},
+	{"count before expiry", validWith(func(r *CreateRequest) { r.Count, r.ExpiresInSeconds = 0, ptr(0) }), "count", 0},
+	{"cross rule before expiry", validWith(func(r *CreateRequest) { r.TotalCents, r.ExpiresInSeconds = 5, ptr(0) }), "total_cents", 0},
+}
+
 func TestValidate(t *testing.T) {
-	lim := DefaultLimits()
-	ok := CreateRequest{SenderID: "alice", TotalCents: 10000, Count: 10}
-	with := func(edit func(*CreateRequest)) CreateRequest {
-		r := ok
-		edit(&r)
-		return r
-	}
-	cases := []struct {
-		name  string
-		req   CreateRequest
-		field string        // "" means valid
-		want  time.Duration // effective expiry when valid
-	}{
-		{"valid, default expiry", ok, "", DefaultExpiresIn},
-
-		// sender_id
-		{"empty sender", with(func(r *CreateRequest) { r.SenderID = "" }), "sender_id", 0},
-		{"1-char sender", with(func(r *CreateRequest) { r.SenderID = "a" }), "", DefaultExpiresIn},
-		{"64-char sender", with(func(r *CreateRequest) { r.SenderID = strings.Repeat("a", 64) }), "", DefaultExpiresIn},
-		{"65-char sender", with(func(r *CreateRequest) { r.SenderID = strings.Repeat("a", 65) }), "sender_id", 0},
-		{"non-ASCII sender", with(func(r *CreateRequest) { r.SenderID = "小明" }), "sender_id", 0},
-		{"space in sender", with(func(r *CreateRequest) { r.SenderID = "a b" }), "sender_id", 0},
-		{"all classes sender", with(func(r *CreateRequest) { r.SenderID = "Az09_.:@-" }), "", DefaultExpiresIn},
-
-		// total_cents
-		{"total 0", with(func(r *CreateRequest) { r.TotalCents, r.Count = 0, 1 }), "total_cents", 0},
-		{"total negative", with(func(r *CreateRequest) { r.TotalCents, r.Count = -1, 1 }), "total_cents", 0},
-		{"total 1", with(func(r *CreateRequest) { r.TotalCents, r.Count = 1, 1 }), "", DefaultExpiresIn},
-		{"total max", with(func(r *CreateRequest) {
-			r.TotalCents, r.Count = lim.MaxTotalCents, lim.MaxTotalCents/lim.MaxPacketCents
-		}), "", DefaultExpiresIn},
-		{"total max+1", with(func(r *CreateRequest) { r.TotalCents = lim.MaxTotalCents + 1 }), "total_cents", 0},
-		{"total == count", with(func(r *CreateRequest) { r.TotalCents, r.Count = 10, 10 }), "", DefaultExpiresIn},
-		{"total == count-1", with(func(r *CreateRequest) { r.TotalCents, r.Count = 9, 10 }), "total_cents", 0},
-
-		// count
-		{"count 0", with(func(r *CreateRequest) { r.Count = 0 }), "count", 0},
-		{"count negative", with(func(r *CreateRequest) { r.Count = -3 }), "count", 0},
-		{"count 1", with(func(r *CreateRequest) { r.Count = 1 }), "", DefaultExpiresIn},
-		{"count max", with(func(r *CreateRequest) { r.TotalCents, r.Count = lim.MaxTotalCents, int64(lim.MaxPackets) }), "", DefaultExpiresIn},
-		{"count max+1", with(func(r *CreateRequest) { r.TotalCents, r.Count = lim.MaxTotalCents, int64(lim.MaxPackets)+1 }), "count", 0},
-		{"count 0, total 0", with(func(r *CreateRequest) { r.TotalCents, r.Count = 0, 0 }), "total_cents", 0},
-
-		// expires_in_seconds
-		{"expiry 0", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(0) }), "expires_in_seconds", 0},
-		{"expiry negative", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(-1) }), "expires_in_seconds", 0},
-		{"expiry 1", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(1) }), "", time.Second},
-		{"expiry 86400", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(86400) }), "", 86400 * time.Second},
-		{"expiry max", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(604800) }), "", MaxExpiresIn},
-		{"expiry max+1", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(604801) }), "expires_in_seconds", 0},
-		{"expiry huge", with(func(r *CreateRequest) { r.ExpiresInSeconds = ptr(1 << 62) }), "expires_in_seconds", 0},
-
-		// first violation wins, in the documented order
-		{"sender before total", CreateRequest{SenderID: "", TotalCents: 0, Count: 0, ExpiresInSeconds: ptr(0)}, "sender_id", 0},
-		{"count before expiry", with(func(r *CreateRequest) { r.Count, r.ExpiresInSeconds = 0, ptr(0) }), "count", 0},
-		{"cross rule before expiry", with(func(r *CreateRequest) { r.TotalCents, r.ExpiresInSeconds = 5, ptr(0) }), "total_cents", 0},
-	}
-	for _, c := range cases {
+	lim := validateLimits
+	for _, c := range validateCases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := lim.Validate(c.req)
 			if c.field == "" {

@@ -44,49 +44,13 @@ func TestClusterUserDailyGrabsConcurrent(t *testing.T) {
 	ctx := t.Context()
 	const capPerDay, envelopes, users = 3, 8, 12
 	svc := limited(s, limits.Config{UserDailyGrabs: capPerDay})
-	masters := map[string]bool{}
-	var es []grab.Envelope
-	for range envelopes {
-		e := mustCreate(t, svc, ctx, 10_000, users)
-		es = append(es, e)
-		node, err := s.RDB.(*redis.ClusterClient).MasterForKey(ctx, s.Redis.Keys().Meta(e.ID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		masters[node.Options().Addr] = true
-	}
-	if len(masters) < 2 {
-		t.Fatalf("envelopes on %d masters, want several", len(masters))
-	}
+	es := envelopesOnSeveralMasters(t, s, svc, envelopes, users)
 	// A sold-out envelope first: every refused grab gives its unit back.
 	one := mustCreate(t, svc, ctx, 100, 1)
 	for u := range users {
 		_, _ = svc.Grab(ctx, one.ID, fmt.Sprint("u-", u))
 	}
-	var mu sync.Mutex
-	got := map[string]map[int64]int64{} // user -> envelope -> packet
-	var wg sync.WaitGroup
-	for u := range users {
-		for _, e := range es {
-			wg.Go(func() {
-				user := fmt.Sprint("u-", u)
-				c, err := svc.Grab(ctx, e.ID, user)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil && !c.Repeat:
-					if got[user] == nil {
-						got[user] = map[int64]int64{}
-					}
-					got[user][e.ID] = c.PacketID
-				case errors.Is(err, limits.ErrExceeded):
-				default:
-					t.Errorf("%s grabs %d: %+v, %v", user, e.ID, c, err)
-				}
-			})
-		}
-	}
-	wg.Wait()
+	got := grabAllUpToTheCap(t, svc, es, users)
 	for u := range users {
 		user := fmt.Sprint("u-", u)
 		extra := 0
@@ -113,6 +77,60 @@ func TestClusterUserDailyGrabsConcurrent(t *testing.T) {
 	if c, err := svc.Grab(ctx, next.ID, "u-1"); err != nil || c.Repeat {
 		t.Errorf("the next day: %+v, %v; want a packet", c, err)
 	}
+}
+
+// envelopesOnSeveralMasters creates n envelopes of count packets and fails
+// the test unless they live on at least two masters.
+func envelopesOnSeveralMasters(t *testing.T, s *stack.Stack, svc *grab.Service, n int, count int64) []grab.Envelope {
+	t.Helper()
+	ctx := t.Context()
+	masters := map[string]bool{}
+	var es []grab.Envelope
+	for range n {
+		e := mustCreate(t, svc, ctx, 10_000, count)
+		es = append(es, e)
+		node, err := s.RDB.(*redis.ClusterClient).MasterForKey(ctx, s.Redis.Keys().Meta(e.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[node.Options().Addr] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("envelopes on %d masters, want several", len(masters))
+	}
+	return es
+}
+
+// grabAllUpToTheCap has each of users grab every envelope of es at once;
+// each grab either takes a packet or is refused by the limit. It returns
+// the packet each user took of each envelope.
+func grabAllUpToTheCap(t *testing.T, svc *grab.Service, es []grab.Envelope, users int) map[string]map[int64]int64 {
+	ctx := t.Context()
+	var mu sync.Mutex
+	got := map[string]map[int64]int64{} // user -> envelope -> packet
+	var wg sync.WaitGroup
+	for u := range users {
+		for _, e := range es {
+			wg.Go(func() {
+				user := fmt.Sprint("u-", u)
+				c, err := svc.Grab(ctx, e.ID, user)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil && !c.Repeat:
+					if got[user] == nil {
+						got[user] = map[int64]int64{}
+					}
+					got[user][e.ID] = c.PacketID
+				case errors.Is(err, limits.ErrExceeded):
+				default:
+					t.Errorf("%s grabs %d: %+v, %v", user, e.ID, c, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return got
 }
 
 // USER_GRAB_RATE: a user's grabs across envelopes are refused past the rate

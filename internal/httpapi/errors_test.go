@@ -53,61 +53,68 @@ var trailers = []struct{ name, tail string }{
 	{"trailing NBSP (not JSON whitespace)", "\u00a0"},
 }
 
+// validCreate are the fields of a valid create request, without braces.
+const validCreate = `"sender_id":"u-1","total_cents":100,"count":10`
+
+// invalidCreate is a create body refused as invalid_argument, with a word
+// its message must name.
+type invalidCreate struct{ name, body, msg string }
+
+var invalidCreates = []invalidCreate{
+	{"sender_id missing", `{"total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id empty", `{"sender_id":"","total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id null", `{"sender_id":null,"total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id 65 chars", `{"sender_id":"` + strings.Repeat("a", 65) + `","total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id space", `{"sender_id":"u 1","total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id slash", `{"sender_id":"u/1","total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id non-ASCII", `{"sender_id":"ü","total_cents":100,"count":1}`, "sender_id"},
+	{"sender_id NUL", `{"sender_id":"u\u0000","total_cents":100,"count":1}`, "sender_id"},
+	{"total_cents missing", `{"sender_id":"u-1","count":1}`, "total_cents"},
+	{"total_cents 0", `{"sender_id":"u-1","total_cents":0,"count":1}`, "total_cents"},
+	{"total_cents negative", `{"sender_id":"u-1","total_cents":-5,"count":1}`, "total_cents"},
+	{"total_cents over max", `{"sender_id":"u-1","total_cents":100000001,"count":1}`, "total_cents"},
+	{"total_cents below count", `{"sender_id":"u-1","total_cents":9,"count":10}`, "total_cents"},
+	{"count missing", `{"sender_id":"u-1","total_cents":100}`, "count"},
+	{"count 0", `{"sender_id":"u-1","total_cents":100,"count":0}`, "count"},
+	{"count negative", `{"sender_id":"u-1","total_cents":100,"count":-1}`, "count"},
+	{"count over max", `{"sender_id":"u-1","total_cents":100000000,"count":100001}`, "count"},
+	{"expires_in_seconds 0", `{` + validCreate + `,"expires_in_seconds":0}`, "expires_in_seconds"},
+	{"expires_in_seconds negative", `{` + validCreate + `,"expires_in_seconds":-1}`, "expires_in_seconds"},
+	{"expires_in_seconds over 7 days", `{` + validCreate + `,"expires_in_seconds":604801}`, "expires_in_seconds"},
+	{"unknown field", `{` + validCreate + `,"colour":"red"}`, "colour"},
+	{"share_code is not an input", `{` + validCreate + `,"share_code":"123"}`, "share_code"},
+	{"count as string", `{"sender_id":"u-1","total_cents":100,"count":"10"}`, "count"},
+	{"count as bool", `{"sender_id":"u-1","total_cents":100,"count":true}`, "count"},
+	{"count fractional", `{"sender_id":"u-1","total_cents":100,"count":1.5}`, "count"},
+	{"count exponent", `{"sender_id":"u-1","total_cents":100,"count":1e1}`, "count"},
+	{"count overflows int64", `{"sender_id":"u-1","total_cents":100,"count":99999999999999999999}`, "count"},
+	{"total_cents as string", `{"sender_id":"u-1","total_cents":"100","count":1}`, "total_cents"},
+	{"sender_id as number", `{"sender_id":5,"total_cents":100,"count":1}`, "sender_id"},
+	{"expires_in_seconds as string", `{` + validCreate + `,"expires_in_seconds":"60"}`, "expires_in_seconds"},
+	{"body over 64 KiB", padded(validCreate, maxBody+1), "larger"},
+	{"leading NBSP (not JSON whitespace)", "\u00a0{" + validCreate + "}", "JSON object"},
+	// Each field has one spelling and is given once: another parser
+	// (a gateway, the campaign backend) must not read other money.
+	{"duplicate total_cents (the last would win)", `{"sender_id":"a","total_cents":1000,"count":10,"total_cents":50000}`, "total_cents"},
+	{"duplicate with the same value", `{` + validCreate + `,"count":10}`, "count"},
+	{"duplicate spelled with an escape", `{` + validCreate + `,"c\u006funt":5}`, "count"},
+	{"name in upper case", `{"SENDER_ID":"u-1","total_cents":100,"count":10}`, "SENDER_ID"},
+	{"name in mixed case", `{"sender_id":"u-1","Total_Cents":100,"count":10}`, "Total_Cents"},
+	{"case variant beside the field", `{` + validCreate + `,"Count":50}`, "Count"},
+	{"long s (U+017F), which folds to s", "{\"\u017fender_id\":\"alice\",\"total_cents\":100,\"count\":10}", "\u017fender_id"},
+	{"long s written as an escape", `{"\u017fender_id":"alice","total_cents":100,"count":10}`, "\u017fender_id"},
+	{"invalid UTF-8 in a string", "{\"sender_id\":\"u-1\xff\",\"total_cents\":100,\"count\":10}", ""},
+}
+
 func TestCreateInvalidArgument(t *testing.T) {
 	t.Parallel()
 	s, c := newClient(t)
-	const valid = `"sender_id":"u-1","total_cents":100,"count":10`
-	type tc struct{ name, body, msg string }
-	cases := []tc{
-		{"sender_id missing", `{"total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id empty", `{"sender_id":"","total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id null", `{"sender_id":null,"total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id 65 chars", `{"sender_id":"` + strings.Repeat("a", 65) + `","total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id space", `{"sender_id":"u 1","total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id slash", `{"sender_id":"u/1","total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id non-ASCII", `{"sender_id":"ü","total_cents":100,"count":1}`, "sender_id"},
-		{"sender_id NUL", `{"sender_id":"u\u0000","total_cents":100,"count":1}`, "sender_id"},
-		{"total_cents missing", `{"sender_id":"u-1","count":1}`, "total_cents"},
-		{"total_cents 0", `{"sender_id":"u-1","total_cents":0,"count":1}`, "total_cents"},
-		{"total_cents negative", `{"sender_id":"u-1","total_cents":-5,"count":1}`, "total_cents"},
-		{"total_cents over max", `{"sender_id":"u-1","total_cents":100000001,"count":1}`, "total_cents"},
-		{"total_cents below count", `{"sender_id":"u-1","total_cents":9,"count":10}`, "total_cents"},
-		{"count missing", `{"sender_id":"u-1","total_cents":100}`, "count"},
-		{"count 0", `{"sender_id":"u-1","total_cents":100,"count":0}`, "count"},
-		{"count negative", `{"sender_id":"u-1","total_cents":100,"count":-1}`, "count"},
-		{"count over max", `{"sender_id":"u-1","total_cents":100000000,"count":100001}`, "count"},
-		{"expires_in_seconds 0", `{` + valid + `,"expires_in_seconds":0}`, "expires_in_seconds"},
-		{"expires_in_seconds negative", `{` + valid + `,"expires_in_seconds":-1}`, "expires_in_seconds"},
-		{"expires_in_seconds over 7 days", `{` + valid + `,"expires_in_seconds":604801}`, "expires_in_seconds"},
-		{"unknown field", `{` + valid + `,"colour":"red"}`, "colour"},
-		{"share_code is not an input", `{` + valid + `,"share_code":"123"}`, "share_code"},
-		{"count as string", `{"sender_id":"u-1","total_cents":100,"count":"10"}`, "count"},
-		{"count as bool", `{"sender_id":"u-1","total_cents":100,"count":true}`, "count"},
-		{"count fractional", `{"sender_id":"u-1","total_cents":100,"count":1.5}`, "count"},
-		{"count exponent", `{"sender_id":"u-1","total_cents":100,"count":1e1}`, "count"},
-		{"count overflows int64", `{"sender_id":"u-1","total_cents":100,"count":99999999999999999999}`, "count"},
-		{"total_cents as string", `{"sender_id":"u-1","total_cents":"100","count":1}`, "total_cents"},
-		{"sender_id as number", `{"sender_id":5,"total_cents":100,"count":1}`, "sender_id"},
-		{"expires_in_seconds as string", `{` + valid + `,"expires_in_seconds":"60"}`, "expires_in_seconds"},
-		{"body over 64 KiB", padded(valid, maxBody+1), "larger"},
-		{"leading NBSP (not JSON whitespace)", "\u00a0{" + valid + "}", "JSON object"},
-		// Each field has one spelling and is given once: another parser
-		// (a gateway, the campaign backend) must not read other money.
-		{"duplicate total_cents (the last would win)", `{"sender_id":"a","total_cents":1000,"count":10,"total_cents":50000}`, "total_cents"},
-		{"duplicate with the same value", `{` + valid + `,"count":10}`, "count"},
-		{"duplicate spelled with an escape", `{` + valid + `,"c\u006funt":5}`, "count"},
-		{"name in upper case", `{"SENDER_ID":"u-1","total_cents":100,"count":10}`, "SENDER_ID"},
-		{"name in mixed case", `{"sender_id":"u-1","Total_Cents":100,"count":10}`, "Total_Cents"},
-		{"case variant beside the field", `{` + valid + `,"Count":50}`, "Count"},
-		{"long s (U+017F), which folds to s", "{\"\u017fender_id\":\"alice\",\"total_cents\":100,\"count\":10}", "\u017fender_id"},
-		{"long s written as an escape", `{"\u017fender_id":"alice","total_cents":100,"count":10}`, "\u017fender_id"},
-		{"invalid UTF-8 in a string", "{\"sender_id\":\"u-1\xff\",\"total_cents\":100,\"count\":10}", ""},
-	}
+	cases := append([]invalidCreate(nil), invalidCreates...)
 	for _, b := range badBodies {
-		cases = append(cases, tc{b.name, b.body, b.msg})
+		cases = append(cases, invalidCreate{b.name, b.body, b.msg})
 	}
 	for _, tr := range trailers {
-		cases = append(cases, tc{tr.name, `{` + valid + `}` + tr.tail, ""})
+		cases = append(cases, invalidCreate{tr.name, `{` + validCreate + `}` + tr.tail, ""})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,7 +214,6 @@ func TestEnvelopeIDInvalidArgument(t *testing.T) {
 func TestUnauthenticated(t *testing.T) {
 	t.Parallel()
 	s, c := newAuthClient(t)
-	body := `{"sender_id":"u-1","total_cents":100,"count":1}`
 	for _, tc := range []struct{ name, auth string }{
 		{"missing header", ""},
 		{"wrong token", "Bearer not-the-token"},
@@ -221,28 +227,7 @@ func TestUnauthenticated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := map[string]string{}
-			if tc.auth != "" {
-				h["Authorization"] = tc.auth
-			}
-			for _, r := range []struct{ method, path, body string }{
-				{"POST", "/v1/envelopes", body},
-				{"GET", "/v1/envelopes/1001", ""},
-				{"POST", "/v1/envelopes/1001/grab", `{"user_id":"u-1"}`},
-				{"GET", "/v1/no-such-route", ""},
-			} {
-				a := c.doHeaders(r.method, r.path, r.body, h)
-				requireError(t, a, http.StatusUnauthorized, "unauthenticated")
-				// RFC 6750 3: the challenge names the scheme; an error
-				// only when a bearer token was sent.
-				want := `Bearer realm="redpacket"`
-				if strings.HasPrefix(strings.ToLower(tc.auth), "bearer ") {
-					want += `, error="invalid_token"`
-				}
-				if got := a.Header.Values("WWW-Authenticate"); len(got) != 1 || !strings.HasPrefix(got[0], want) {
-					t.Errorf("%s %s: WWW-Authenticate %q, want one starting %q", r.method, r.path, got, want)
-				}
-			}
+			checkUnauthenticatedRoutes(t, c, tc.auth)
 			if n := envelopeRows(t, s); n != 0 {
 				t.Errorf("envelopes table has %d rows after unauthenticated creates, want 0", n)
 			}
@@ -268,6 +253,35 @@ func TestUnauthenticated(t *testing.T) {
 			t.Errorf("grab with the token: amount %d, want 100", g.AmountCents)
 		}
 	})
+}
+
+// checkUnauthenticatedRoutes: with the Authorization header auth ("" for
+// none), every route, unknown ones too, answers 401 unauthenticated with
+// the bearer challenge.
+func checkUnauthenticatedRoutes(t *testing.T, c client, auth string) {
+	t.Helper()
+	h := map[string]string{}
+	if auth != "" {
+		h["Authorization"] = auth
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/envelopes", `{"sender_id":"u-1","total_cents":100,"count":1}`},
+		{"GET", "/v1/envelopes/1001", ""},
+		{"POST", "/v1/envelopes/1001/grab", `{"user_id":"u-1"}`},
+		{"GET", "/v1/no-such-route", ""},
+	} {
+		a := c.doHeaders(r.method, r.path, r.body, h)
+		requireError(t, a, http.StatusUnauthorized, "unauthenticated")
+		// RFC 6750 3: the challenge names the scheme; an error
+		// only when a bearer token was sent.
+		want := `Bearer realm="redpacket"`
+		if strings.HasPrefix(strings.ToLower(auth), "bearer ") {
+			want += `, error="invalid_token"`
+		}
+		if got := a.Header.Values("WWW-Authenticate"); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+			t.Errorf("%s %s: WWW-Authenticate %q, want one starting %q", r.method, r.path, got, want)
+		}
+	}
 }
 
 // The scheme's name is case-insensitive (RFC 9110 11.1); the token is not.

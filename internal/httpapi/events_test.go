@@ -231,25 +231,52 @@ func TestEventsFeedConcurrentWriters(t *testing.T) {
 			}
 		})
 	}
-	wg.Go(func() { // an operator
-		e, err := s.Svc.Create(context.Background(), envelope.CreateRequest{SenderID: "s", TotalCents: 10, Count: 1})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for range 10 {
-			if _, err := s.PG.Suspend(context.Background(), e.ID, "test", time.Now()); err != nil {
-				t.Error(err)
-			}
-			if _, err := s.PG.Reopen(context.Background(), e.ID); err != nil {
-				t.Error(err)
-			}
-			time.Sleep(rand.N(5 * time.Millisecond))
-		}
-	})
+	wg.Go(func() { suspendAndReopen(t, s) }) // an operator
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 
+	seen, claimed := readWholeFeed(t, c, finished)
+	var inPG, events int
+	if err := s.Pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL), (SELECT count(*) FROM events)`).Scan(&inPG, &events); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != events || inPG != flushers*envelopesEach*packets || len(claimed) != inPG {
+		t.Errorf("read %d events of %d; %d packets with a packet.claimed, %d claimed in PostgreSQL",
+			len(seen), events, len(claimed), inPG)
+	}
+	for p, n := range claimed {
+		if n != 1 {
+			t.Errorf("packet %d: %d packet.claimed events", p, n)
+		}
+	}
+}
+
+// suspendAndReopen creates an envelope and suspends and reopens it ten
+// times, a few milliseconds apart, as an operator would.
+func suspendAndReopen(t *testing.T, s *stack.Stack) {
+	e, err := s.Svc.Create(context.Background(), envelope.CreateRequest{SenderID: "s", TotalCents: 10, Count: 1})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for range 10 {
+		if _, err := s.PG.Suspend(context.Background(), e.ID, "test", time.Now()); err != nil {
+			t.Error(err)
+		}
+		if _, err := s.PG.Reopen(context.Background(), e.ID); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(rand.N(5 * time.Millisecond))
+	}
+}
+
+// readWholeFeed long-polls the feed from cursor 0, checking each event is
+// read once and in order, until a poll after finished is closed answers
+// nothing. It returns the events read and, per packet, the packet.claimed
+// events read.
+func readWholeFeed(t *testing.T, c client, finished <-chan struct{}) (map[int64]bool, map[int64]int) {
+	t.Helper()
 	seen := map[int64]bool{}
 	claimed := map[int64]int{} // packet -> packet.claimed events read
 	var cursor int64
@@ -285,18 +312,5 @@ func TestEventsFeedConcurrentWriters(t *testing.T) {
 			break
 		}
 	}
-	var inPG, events int
-	if err := s.Pool.QueryRow(context.Background(), `SELECT
-		(SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL), (SELECT count(*) FROM events)`).Scan(&inPG, &events); err != nil {
-		t.Fatal(err)
-	}
-	if len(seen) != events || inPG != flushers*envelopesEach*packets || len(claimed) != inPG {
-		t.Errorf("read %d events of %d; %d packets with a packet.claimed, %d claimed in PostgreSQL",
-			len(seen), events, len(claimed), inPG)
-	}
-	for p, n := range claimed {
-		if n != 1 {
-			t.Errorf("packet %d: %d packet.claimed events", p, n)
-		}
-	}
+	return seen, claimed
 }

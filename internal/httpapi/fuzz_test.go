@@ -39,8 +39,34 @@ func FuzzAPI(f *testing.F) {
 	small := c.createN(1, 1, 604800)
 	c.grab(small.EnvelopeID, "holder")
 
-	grab, status := grabPath(env.EnvelopeID), statusPath(env.EnvelopeID)
-	for _, s := range []struct{ method, path, body string }{
+	for _, s := range fuzzSeeds(env.EnvelopeID, small.EnvelopeID) {
+		f.Add(s.method, s.path, []byte(s.body))
+	}
+
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		if !strings.HasPrefix(path, "/") || bigCreate(body) {
+			return
+		}
+		req, err := http.NewRequest(method, "http://grabber.test"+path, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		rec := httptest.NewRecorder()
+		c.h.ServeHTTP(rec, req)
+		a := answer{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		checkContract(t, c.h, req, string(body), rec.Result(), a.Body)
+		checkFuzzAnswer(t, method, path, body, a)
+	})
+}
+
+// fuzzSeed is one request of the seed corpus.
+type fuzzSeed struct{ method, path, body string }
+
+// fuzzSeeds: well-formed and malformed requests to every route, on the
+// roomy envelope env and on small, whose one packet "holder" has.
+func fuzzSeeds(env, small int64) []fuzzSeed {
+	grab, status := grabPath(env), statusPath(env)
+	return []fuzzSeed{
 		{"POST", "/v1/envelopes", `{"sender_id":"u-1","total_cents":10000,"count":100,"expires_in_seconds":86400}`},
 		{"POST", "/v1/envelopes", `{"sender_id":"u-1","total_cents":5,"count":5}`},
 		{"POST", "/v1/envelopes", `{"sender_id":"u-1","total_cents":100,"count":"10"}`},
@@ -58,12 +84,12 @@ func FuzzAPI(f *testing.F) {
 		{"POST", grab, `{"user_id":"a b"}`},
 		{"POST", grab, `{"user_id":5}`},
 		{"POST", grab, `{"user_id":"u"} x`},
-		{"POST", grabPath(small.EnvelopeID), `{"user_id":"holder"}`},
-		{"POST", grabPath(small.EnvelopeID), `{"user_id":"late"}`},
+		{"POST", grabPath(small), `{"user_id":"holder"}`},
+		{"POST", grabPath(small), `{"user_id":"late"}`},
 		{"POST", "/v1/envelopes/999999999/grab", `{"user_id":"u-1"}`},
 		{"POST", "/v1/envelopes/abc/grab", `{"user_id":"u-1"}`},
 		{"GET", status, ``},
-		{"GET", statusPath(small.EnvelopeID), ``},
+		{"GET", statusPath(small), ``},
 		{"GET", "/v1/envelopes/0", ``},
 		{"GET", "/v1/envelopes/-1", ``},
 		{"GET", "/v1/envelopes/99999999999999999999", ``},
@@ -81,54 +107,44 @@ func FuzzAPI(f *testing.F) {
 		{"GET", status + "/", ``},
 		{"", "/healthz", ``},
 		{"get", "/healthz", ``},
-	} {
-		f.Add(s.method, s.path, []byte(s.body))
 	}
+}
 
-	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
-		if !strings.HasPrefix(path, "/") || bigCreate(body) {
-			return
+// checkFuzzAnswer checks what any client may rely on in the answer a to
+// method path body: no 5xx, JSON, and on a non-2xx answer the error shape
+// with a documented code matching the status.
+func checkFuzzAnswer(t *testing.T, method, path string, body []byte, a answer) {
+	t.Helper()
+	if a.Status >= 500 {
+		t.Fatalf("%q %q %q: %s", method, path, body, a)
+	}
+	ct := a.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		t.Fatalf("%q %q %q: Content-Type %q, want application/json (answer %s)", method, path, body, ct, a)
+	}
+	if a.Status >= 200 && a.Status < 300 {
+		if !json.Valid(a.Body) {
+			t.Fatalf("%q %q %q: 2xx answer is not JSON: %s", method, path, body, a)
 		}
-		req, err := http.NewRequest(method, "http://grabber.test"+path, bytes.NewReader(body))
-		if err != nil {
-			return
-		}
-		rec := httptest.NewRecorder()
-		c.h.ServeHTTP(rec, req)
-		a := answer{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-		checkContract(t, c.h, req, string(body), rec.Result(), a.Body)
-
-		if a.Status >= 500 {
-			t.Fatalf("%q %q %q: %s", method, path, body, a)
-		}
-		ct := a.Header.Get("Content-Type")
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			t.Fatalf("%q %q %q: Content-Type %q, want application/json (answer %s)", method, path, body, ct, a)
-		}
-		if a.Status >= 200 && a.Status < 300 {
-			if !json.Valid(a.Body) {
-				t.Fatalf("%q %q %q: 2xx answer is not JSON: %s", method, path, body, a)
-			}
-			return
-		}
-		var e errorBody
-		dec := json.NewDecoder(bytes.NewReader(a.Body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil || dec.More() {
-			t.Fatalf("%q %q %q: answer is not the error shape (%v): %s", method, path, body, err, a)
-		}
-		want, documented := statusOfCode[e.Error.Code]
-		switch {
-		case !documented:
-			t.Fatalf("%q %q %q: undocumented error code %q: %s", method, path, body, e.Error.Code, a)
-		case want != a.Status:
-			t.Fatalf("%q %q %q: code %q with status %d, want %d", method, path, body, e.Error.Code, a.Status, want)
-		case e.Error.Message == "":
-			t.Fatalf("%q %q %q: empty error message: %s", method, path, body, a)
-		case e.Error.Code == "unauthenticated":
-			t.Fatalf("%q %q %q: unauthenticated without a token configured: %s", method, path, body, a)
-		}
-	})
+		return
+	}
+	var e errorBody
+	dec := json.NewDecoder(bytes.NewReader(a.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || dec.More() {
+		t.Fatalf("%q %q %q: answer is not the error shape (%v): %s", method, path, body, err, a)
+	}
+	want, documented := statusOfCode[e.Error.Code]
+	switch {
+	case !documented:
+		t.Fatalf("%q %q %q: undocumented error code %q: %s", method, path, body, e.Error.Code, a)
+	case want != a.Status:
+		t.Fatalf("%q %q %q: code %q with status %d, want %d", method, path, body, e.Error.Code, a.Status, want)
+	case e.Error.Message == "":
+		t.Fatalf("%q %q %q: empty error message: %s", method, path, body, a)
+	case e.Error.Code == "unauthenticated":
+		t.Fatalf("%q %q %q: unauthenticated without a token configured: %s", method, path, body, a)
+	}
 }
 
 // bigCreate reports whether body asks for more than fuzzMaxCount packets

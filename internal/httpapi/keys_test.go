@@ -89,19 +89,7 @@ func TestScopesOfEveryRoute(t *testing.T) {
 	admin := client{t: t, h: api, token: adminKey}
 	env := admin.createN(1000, 10, 3600)
 	closing := admin.createN(100, 1, 3600) // closed by the served sample, apart from the grabs'
-	samples := map[string]struct{ path, body string }{
-		"POST /v1/envelopes":                     {"/v1/envelopes", `{"sender_id":"s-1","total_cents":100,"count":1}`},
-		"GET /v1/envelopes/{id}":                 {statusPath(env.EnvelopeID), ""},
-		"GET /v1/envelopes/by-code/{share_code}": {"/v1/envelopes/by-code/" + env.ShareCode, ""},
-		"POST /v1/envelopes/{id}/grab":           {grabPath(env.EnvelopeID), `{"user_id":"u-1"}`},
-		"POST /v1/envelopes/{id}/close":          {fmt.Sprintf("/v1/envelopes/%d/close", closing.EnvelopeID), ""},
-		"POST /v1/users/{user_id}/short-id":      {"/v1/users/u-1/short-id", ""},
-		"GET /v1/events":                         {"/v1/events", ""},
-		"GET /v1/envelopes/{id}/claims":          {fmt.Sprintf("/v1/envelopes/%d/claims", env.EnvelopeID), ""},
-		"GET /v1/envelopes/{id}/split":           {fmt.Sprintf("/v1/envelopes/%d/split", env.EnvelopeID), ""},
-		"GET /v1/users/{user_id}/claims":         {"/v1/users/u-1/claims", ""},
-		"GET /v1/senders/{sender_id}/envelopes":  {"/v1/senders/s-1/envelopes", ""},
-	}
+	samples := scopeSamples(env, closing)
 	rows := envelopeRows(t, s)
 	for _, ep := range api.Endpoints() {
 		route := ep.Method + " " + ep.Pattern
@@ -137,6 +125,27 @@ func TestScopesOfEveryRoute(t *testing.T) {
 	// A refused grab took nothing: the served one took one packet.
 	if st := admin.status(env.EnvelopeID); st.GrabbedCount != 1 {
 		t.Errorf("grabbed %d after one refused and one served grab, want 1", st.GrabbedCount)
+	}
+}
+
+// routeSample is a request to one route: its path and body.
+type routeSample struct{ path, body string }
+
+// scopeSamples has a request for each route by its method and pattern, on
+// the envelope env; closing is the envelope the close sample closes.
+func scopeSamples(env, closing createResponse) map[string]routeSample {
+	return map[string]routeSample{
+		"POST /v1/envelopes":                     {"/v1/envelopes", `{"sender_id":"s-1","total_cents":100,"count":1}`},
+		"GET /v1/envelopes/{id}":                 {statusPath(env.EnvelopeID), ""},
+		"GET /v1/envelopes/by-code/{share_code}": {"/v1/envelopes/by-code/" + env.ShareCode, ""},
+		"POST /v1/envelopes/{id}/grab":           {grabPath(env.EnvelopeID), `{"user_id":"u-1"}`},
+		"POST /v1/envelopes/{id}/close":          {fmt.Sprintf("/v1/envelopes/%d/close", closing.EnvelopeID), ""},
+		"POST /v1/users/{user_id}/short-id":      {"/v1/users/u-1/short-id", ""},
+		"GET /v1/events":                         {"/v1/events", ""},
+		"GET /v1/envelopes/{id}/claims":          {fmt.Sprintf("/v1/envelopes/%d/claims", env.EnvelopeID), ""},
+		"GET /v1/envelopes/{id}/split":           {fmt.Sprintf("/v1/envelopes/%d/split", env.EnvelopeID), ""},
+		"GET /v1/users/{user_id}/claims":         {"/v1/users/u-1/claims", ""},
+		"GET /v1/senders/{sender_id}/envelopes":  {"/v1/senders/s-1/envelopes", ""},
 	}
 }
 

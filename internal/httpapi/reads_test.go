@@ -103,21 +103,7 @@ func TestClaimsListInHandOutOrder(t *testing.T) {
 			c := client{t: t, h: httpapi.New(s.Svc, httpapi.Options{})}
 			// Small amounts, so ties for the luckiest grab are likely.
 			e := c.createN(80, 40, 3600)
-			grants := make([]claim, 60)
-			var wg sync.WaitGroup
-			for i := range grants {
-				wg.Go(func() {
-					a := c.grabAnswer(e.EnvelopeID, fmt.Sprintf("user-%02d", i))
-					if a.Status == http.StatusOK {
-						var g grabResponse
-						requireJSON(t, a, &g)
-						grants[i] = claim{UserID: fmt.Sprintf("user-%02d", i), PacketID: g.PacketID,
-							AmountCents: g.AmountCents, OrderNo: g.OrderNo, GrabbedAt: g.GrabbedAt}
-					}
-				})
-			}
-			wg.Wait()
-			grants = slices.DeleteFunc(grants, func(g claim) bool { return g.PacketID == 0 })
+			grants := grabConcurrently(t, c, e.EnvelopeID, 60)
 			if len(grants) != 40 {
 				t.Fatalf("%d grants of 40 packets", len(grants))
 			}
@@ -145,20 +131,47 @@ func TestClaimsListInHandOutOrder(t *testing.T) {
 			if st := c.status(e.EnvelopeID); st.Status != "settled" || st.Best == nil || *st.Best != want {
 				t.Errorf("status %s best %+v, want settled with %+v", st.Status, st.Best, want)
 			}
-			for _, typ := range []string{"envelope.sold_out", "envelope.settled"} {
-				var data []byte
-				if err := s.Pool.QueryRow(t.Context(), `SELECT data FROM event_messages WHERE envelope_id = $1 AND type = $2`,
-					e.EnvelopeID, typ).Scan(&data); err != nil {
-					t.Fatalf("%s event: %v", typ, err)
-				}
-				var ev struct {
-					Best *claim `json:"best"`
-				}
-				if err := json.Unmarshal(data, &ev); err != nil || ev.Best == nil || *ev.Best != want {
-					t.Errorf("%s event best = %+v (%s), want %+v", typ, ev.Best, data, want)
-				}
+			checkBestInEvents(t, s, e.EnvelopeID, want)
+		})
+	}
+}
+
+// grabConcurrently has users user-00 and on grab envelope id all at once
+// and returns the grants they were answered.
+func grabConcurrently(t *testing.T, c client, id int64, users int) []claim {
+	grants := make([]claim, users)
+	var wg sync.WaitGroup
+	for i := range grants {
+		wg.Go(func() {
+			a := c.grabAnswer(id, fmt.Sprintf("user-%02d", i))
+			if a.Status == http.StatusOK {
+				var g grabResponse
+				requireJSON(t, a, &g)
+				grants[i] = claim{UserID: fmt.Sprintf("user-%02d", i), PacketID: g.PacketID,
+					AmountCents: g.AmountCents, OrderNo: g.OrderNo, GrabbedAt: g.GrabbedAt}
 			}
 		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(grants, func(g claim) bool { return g.PacketID == 0 })
+}
+
+// checkBestInEvents: the envelope's sold-out and settled events name want
+// as the luckiest grab.
+func checkBestInEvents(t *testing.T, s *stack.Stack, id int64, want claim) {
+	t.Helper()
+	for _, typ := range []string{"envelope.sold_out", "envelope.settled"} {
+		var data []byte
+		if err := s.Pool.QueryRow(t.Context(), `SELECT data FROM event_messages WHERE envelope_id = $1 AND type = $2`,
+			id, typ).Scan(&data); err != nil {
+			t.Fatalf("%s event: %v", typ, err)
+		}
+		var ev struct {
+			Best *claim `json:"best"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil || ev.Best == nil || *ev.Best != want {
+			t.Errorf("%s event best = %+v (%s), want %+v", typ, ev.Best, data, want)
+		}
 	}
 }
 
@@ -231,6 +244,49 @@ type userClaim struct {
 func TestHistoriesNewestFirst(t *testing.T) {
 	t.Parallel()
 	s, c := newClient(t)
+	want, envelopes := walkerGrabsFromTwoSenders(s, c)
+	flushAll(t, s)
+	slices.Reverse(want)
+	slices.Reverse(envelopes)
+
+	if got := userClaimPages(t, c); !slices.Equal(got, want) {
+		t.Fatalf("user's claims\n%v\nwant newest first\n%v", got, want)
+	}
+	if ids := senderZeroEnvelopePages(t, c); !slices.Equal(ids, envelopes) {
+		t.Errorf("sender's envelopes %v, want newest first %v", ids, envelopes)
+	}
+
+	for _, path := range []string{"/v1/users/nobody/claims", "/v1/senders/nobody/envelopes"} {
+		if a := c.do("GET", path, ""); a.Status != http.StatusOK || string(a.Body) == "" {
+			t.Errorf("%s: %s", path, a)
+		} else if k := keys(t, a); len(k) != 2 {
+			t.Errorf("%s: %s", path, a)
+		}
+	}
+	for _, path := range []string{"/v1/users/walker/claims?before=x", "/v1/users/walker/claims?limit=1001",
+		"/v1/senders/sender-0/envelopes?limit=101", "/v1/senders/sender-0/envelopes?after=1",
+		"/v1/users/" + url.PathEscape("bad user") + "/claims"} {
+		requireError(t, c.do("GET", path, ""), http.StatusBadRequest, "invalid_argument")
+	}
+	// A cursor of one list is not one of the other.
+	a := c.do("GET", "/v1/users/walker/claims?limit=1", "")
+	var p userClaimsPage
+	requireJSON(t, a, &p)
+	requireError(t, c.do("GET", "/v1/senders/sender-0/envelopes?before="+*p.NextBefore, ""),
+		http.StatusBadRequest, "invalid_argument")
+	_ = context.Background
+}
+
+type userClaimsPage struct {
+	Claims     []userClaim `json:"claims"`
+	NextBefore *string     `json:"next_before"`
+}
+
+// walkerGrabsFromTwoSenders: "walker" grabs one packet from each of 7
+// envelopes of sender-0 and sender-1 in turn, some a second apart and some
+// in the same millisecond. It returns walker's claims and sender-0's
+// envelopes, oldest first.
+func walkerGrabsFromTwoSenders(s *stack.Stack, c client) ([]userClaim, []int64) {
 	var want []userClaim
 	var envelopes []int64
 	for i := range 7 {
@@ -246,10 +302,13 @@ func TestHistoriesNewestFirst(t *testing.T) {
 			envelopes = append(envelopes, e.EnvelopeID)
 		}
 	}
-	flushAll(t, s)
-	slices.Reverse(want)
-	slices.Reverse(envelopes)
+	return want, envelopes
+}
 
+// userClaimPages reads walker's claims three to a page, following the
+// cursor to the end.
+func userClaimPages(t *testing.T, c client) []userClaim {
+	t.Helper()
 	var got []userClaim
 	before := ""
 	for {
@@ -258,10 +317,7 @@ func TestHistoriesNewestFirst(t *testing.T) {
 			path += "&before=" + before
 		}
 		a := c.do("GET", path, "")
-		var p struct {
-			Claims     []userClaim `json:"claims"`
-			NextBefore *string     `json:"next_before"`
-		}
+		var p userClaimsPage
 		requireKeys(t, a, "claims", "next_before")
 		requireJSON(t, a, &p)
 		got = append(got, p.Claims...)
@@ -270,12 +326,16 @@ func TestHistoriesNewestFirst(t *testing.T) {
 		}
 		before = *p.NextBefore
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("user's claims\n%v\nwant newest first\n%v", got, want)
-	}
+	return got
+}
 
+// senderZeroEnvelopePages reads sender-0's envelopes two to a page,
+// following the cursor to the end; each must be sender-0's, open, with
+// walker's one grab.
+func senderZeroEnvelopePages(t *testing.T, c client) []int64 {
+	t.Helper()
 	var ids []int64
-	before = ""
+	before := ""
 	for {
 		path := "/v1/senders/sender-0/envelopes?limit=2"
 		if before != "" {
@@ -298,30 +358,5 @@ func TestHistoriesNewestFirst(t *testing.T) {
 		}
 		before = *p.NextBefore
 	}
-	if !slices.Equal(ids, envelopes) {
-		t.Errorf("sender's envelopes %v, want newest first %v", ids, envelopes)
-	}
-
-	for _, path := range []string{"/v1/users/nobody/claims", "/v1/senders/nobody/envelopes"} {
-		if a := c.do("GET", path, ""); a.Status != http.StatusOK || string(a.Body) == "" {
-			t.Errorf("%s: %s", path, a)
-		} else if k := keys(t, a); len(k) != 2 {
-			t.Errorf("%s: %s", path, a)
-		}
-	}
-	for _, path := range []string{"/v1/users/walker/claims?before=x", "/v1/users/walker/claims?limit=1001",
-		"/v1/senders/sender-0/envelopes?limit=101", "/v1/senders/sender-0/envelopes?after=1",
-		"/v1/users/" + url.PathEscape("bad user") + "/claims"} {
-		requireError(t, c.do("GET", path, ""), http.StatusBadRequest, "invalid_argument")
-	}
-	// A cursor of one list is not one of the other.
-	a := c.do("GET", "/v1/users/walker/claims?limit=1", "")
-	var p struct {
-		Claims     []userClaim `json:"claims"`
-		NextBefore *string     `json:"next_before"`
-	}
-	requireJSON(t, a, &p)
-	requireError(t, c.do("GET", "/v1/senders/sender-0/envelopes?before="+*p.NextBefore, ""),
-		http.StatusBadRequest, "invalid_argument")
-	_ = context.Background
+	return ids
 }

@@ -30,75 +30,80 @@ func feed(c *Checker, env int64, steps []step) {
 	}
 }
 
+// grantOf is packet id of cents with an order number made from the id.
+func grantOf(id, cents int64) Grant {
+	return Grant{PacketID: id, AmountCents: cents, OrderNo: "o" + string(rune('0'+id))}
+}
+
+// checkerCases are answer sequences for envelope 7 of count packets and
+// total cents, each with the one violation the checker must report.
+var checkerCases = []struct {
+	name  string
+	count int
+	total int64
+	steps []step
+	want  string // substring of the one expected violation; "" for none
+}{
+	{name: "clean run, sold out, repeat answered the same", count: 2, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "b", grant: grantOf(2, 6)},
+		{user: "a", repeatAsked: true, grant: grantOf(1, 4), answeredRep: true},
+		{user: "c", status: 409, code: "sold_out"},
+	}},
+	{name: "a packet answered to two users", count: 3, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "b", grant: grantOf(1, 4)},
+	}, want: "packet 1 answered to two users: a and b"},
+	{name: "a repeat answered a different packet", count: 3, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "a", repeatAsked: true, grant: grantOf(2, 3), answeredRep: true},
+	}, want: "user a answered two packets"},
+	{name: "a repeat answered with another order number", count: 3, total: 10, steps: []step{
+		{user: "a", grant: Grant{1, 4, "x"}},
+		{user: "a", repeatAsked: true, grant: Grant{1, 4, "y"}, answeredRep: true},
+	}, want: "user a answered two packets"},
+	{name: "a repeat answered as new", count: 3, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "a", repeatAsked: true, grant: grantOf(1, 4)},
+	}, want: "answered as new"},
+	{name: "a first grab answered as a repeat", count: 3, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4), answeredRep: true},
+	}, want: "first grab by a answered as a repeat"},
+	{name: "a holder's repeat refused sold out", count: 1, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 10)},
+		{user: "a", repeatAsked: true, status: 409, code: "sold_out"},
+	}, want: "repeat grab by a (holding packet 1) answered 409 sold_out"},
+	{name: "more packets than the envelope has", count: 1, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 5)},
+		{user: "b", grant: grantOf(2, 5)},
+	}, want: "2 packets granted, it has 1"},
+	{name: "more cents than the total", count: 3, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 6)},
+		{user: "b", grant: grantOf(2, 6)},
+	}, want: "12 cents granted, its total is 10"},
+	{name: "every packet granted but not the whole total", count: 2, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "b", grant: grantOf(2, 5)},
+	}, want: "all 2 packets granted for 9 cents, its total is 10"},
+	{name: "sold out with packets unaccounted for", count: 3, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "b", status: 409, code: "sold_out"},
+	}, want: "answered sold_out with only 1 of 3 packets granted"},
+	{name: "sold out excused by an unanswered first grab", count: 2, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4)},
+		{user: "x", status: 503, code: "unavailable"},
+		{user: "b", status: 409, code: "sold_out"},
+	}},
+	{name: "an answer for another envelope", count: 2, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 4), answerEnv: 99},
+	}, want: "answered for envelope 99"},
+	{name: "a packet of no cents", count: 2, total: 10, steps: []step{
+		{user: "a", grant: grantOf(1, 0)},
+	}, want: "answered packet 1 of 0 cents"},
+}
+
 func TestLoadgenChecker(t *testing.T) {
-	p := func(id, cents int64) Grant {
-		return Grant{PacketID: id, AmountCents: cents, OrderNo: "o" + string(rune('0'+id))}
-	}
-	tests := []struct {
-		name  string
-		count int
-		total int64
-		steps []step
-		want  string // substring of the one expected violation; "" for none
-	}{
-		{name: "clean run, sold out, repeat answered the same", count: 2, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "b", grant: p(2, 6)},
-			{user: "a", repeatAsked: true, grant: p(1, 4), answeredRep: true},
-			{user: "c", status: 409, code: "sold_out"},
-		}},
-		{name: "a packet answered to two users", count: 3, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "b", grant: p(1, 4)},
-		}, want: "packet 1 answered to two users: a and b"},
-		{name: "a repeat answered a different packet", count: 3, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "a", repeatAsked: true, grant: p(2, 3), answeredRep: true},
-		}, want: "user a answered two packets"},
-		{name: "a repeat answered with another order number", count: 3, total: 10, steps: []step{
-			{user: "a", grant: Grant{1, 4, "x"}},
-			{user: "a", repeatAsked: true, grant: Grant{1, 4, "y"}, answeredRep: true},
-		}, want: "user a answered two packets"},
-		{name: "a repeat answered as new", count: 3, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "a", repeatAsked: true, grant: p(1, 4)},
-		}, want: "answered as new"},
-		{name: "a first grab answered as a repeat", count: 3, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4), answeredRep: true},
-		}, want: "first grab by a answered as a repeat"},
-		{name: "a holder's repeat refused sold out", count: 1, total: 10, steps: []step{
-			{user: "a", grant: p(1, 10)},
-			{user: "a", repeatAsked: true, status: 409, code: "sold_out"},
-		}, want: "repeat grab by a (holding packet 1) answered 409 sold_out"},
-		{name: "more packets than the envelope has", count: 1, total: 10, steps: []step{
-			{user: "a", grant: p(1, 5)},
-			{user: "b", grant: p(2, 5)},
-		}, want: "2 packets granted, it has 1"},
-		{name: "more cents than the total", count: 3, total: 10, steps: []step{
-			{user: "a", grant: p(1, 6)},
-			{user: "b", grant: p(2, 6)},
-		}, want: "12 cents granted, its total is 10"},
-		{name: "every packet granted but not the whole total", count: 2, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "b", grant: p(2, 5)},
-		}, want: "all 2 packets granted for 9 cents, its total is 10"},
-		{name: "sold out with packets unaccounted for", count: 3, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "b", status: 409, code: "sold_out"},
-		}, want: "answered sold_out with only 1 of 3 packets granted"},
-		{name: "sold out excused by an unanswered first grab", count: 2, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4)},
-			{user: "x", status: 503, code: "unavailable"},
-			{user: "b", status: 409, code: "sold_out"},
-		}},
-		{name: "an answer for another envelope", count: 2, total: 10, steps: []step{
-			{user: "a", grant: p(1, 4), answerEnv: 99},
-		}, want: "answered for envelope 99"},
-		{name: "a packet of no cents", count: 2, total: 10, steps: []step{
-			{user: "a", grant: p(1, 0)},
-		}, want: "answered packet 1 of 0 cents"},
-	}
-	for _, tt := range tests {
+	for _, tt := range checkerCases {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewChecker()
 			c.AddEnvelope(7, tt.count, tt.total)
