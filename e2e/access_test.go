@@ -64,6 +64,52 @@ func TestAPIKeys(t *testing.T) {
 	shop1 := apikeyCreate(t, env, "shop-1", "create,grab,read")
 	reader := apikeyCreate(t, env, "reader", "read")
 	apikeyCreate(t, env, "unused", "events")
+	assertApikeyMisuseRefused(t, env)
+	code, stdout, _ := runOut(t, "flusher", env, "apikey", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^shop-1\s+create,grab,read\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`).MatchString(stdout) ||
+		!strings.Contains(stdout, "reader") || strings.Contains(stdout, "rpk_") {
+		t.Errorf("apikey list: exit %d:\n%s", code, stdout)
+	}
+
+	s := startStackWith(t, dbURL, testenv.RedisURL(t), prefix, "GRABBER_AUTH=keys", "ACCESS_LOG=on")
+	secondAddr := freeAddr(t)
+	second := start(t, "grabber", append(s.env, "GRABBER_ADDR="+secondAddr))
+	secondBase := "http://" + secondAddr
+	waitReady(t, secondBase+"/readyz")
+	bases := []string{s.base, secondBase}
+
+	assertUnknownKeysChallenged(t, bases, shop1[:len(shop1)-8]+"AAAAAAAA")
+	envelopeID := createAndGrabWithKeys(t, s.base, secondBase, shop1, reader)
+	statusURL := fmt.Sprintf("/v1/envelopes/%d", envelopeID)
+
+	// Rotation: a second key, then the first revoked.
+	shop2 := apikeyCreate(t, env, "shop-2", "create,grab,read")
+	waitStatus(t, bases, statusURL, shop2, http.StatusOK, 5*time.Second, "the new key is taken")
+	waitStatus(t, bases, statusURL, shop1, http.StatusOK, 0, "the old key still passes while both are active")
+	if code, out, errOut := runOut(t, "flusher", env, "apikey", "revoke", "-name", "shop-1"); code != 0 {
+		t.Fatalf("apikey revoke: exit %d: %s%s", code, out, errOut)
+	}
+	took := waitStatus(t, bases, statusURL, shop1, http.StatusUnauthorized, 5*time.Second, "the revoked key is refused")
+	t.Logf("both grabbers refuse the revoked key %s after the revoke command ended", took.Round(time.Millisecond))
+	waitStatus(t, bases, statusURL, shop2, http.StatusOK, 0, "the new key passes after the old one's revocation")
+
+	// Last use is written at the latest when a grabber stops.
+	second.stop(t)
+	s.stop(t)
+	assertKeysUsedAndRevoked(t, env)
+	// The access log names the client and the request's id.
+	if !regexp.MustCompile(`"msg":"request".*"route":"POST /v1/envelopes/\{id\}/grab","status":200,.*"client":"shop-1","request_id":"[0-9a-f]{32}"`).
+		MatchString(second.out.String()) {
+		t.Errorf("no access log line of the grab in the second grabber's output:\n%s", second.out)
+	}
+}
+
+// assertApikeyMisuseRefused fails the test unless `flusher apikey` refuses a
+// taken name, unknown scopes, a bad or missing name, extra arguments, an
+// unknown key and unknown verbs, each with its exit code and nothing on
+// standard output.
+func assertApikeyMisuseRefused(t *testing.T, env []string) {
+	t.Helper()
 	for _, c := range []struct {
 		args []string
 		code int
@@ -81,20 +127,13 @@ func TestAPIKeys(t *testing.T) {
 			t.Errorf("flusher %q: exit %d, stdout %q (stderr %s); want %d and nothing on stdout", c.args, code, stdout, stderr, c.code)
 		}
 	}
-	code, stdout, _ := runOut(t, "flusher", env, "apikey", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^shop-1\s+create,grab,read\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`).MatchString(stdout) ||
-		!strings.Contains(stdout, "reader") || strings.Contains(stdout, "rpk_") {
-		t.Errorf("apikey list: exit %d:\n%s", code, stdout)
-	}
+}
 
-	s := startStackWith(t, dbURL, testenv.RedisURL(t), prefix, "GRABBER_AUTH=keys", "ACCESS_LOG=on")
-	secondAddr := freeAddr(t)
-	second := start(t, "grabber", append(s.env, "GRABBER_ADDR="+secondAddr))
-	secondBase := "http://" + secondAddr
-	waitReady(t, secondBase+"/readyz")
-	bases := []string{s.base, secondBase}
-
-	unknown := shop1[:len(shop1)-8] + "AAAAAAAA"
+// assertUnknownKeysChallenged fails the test unless each grabber of bases
+// answers no key, the unknown key and a malformed one 401 with the Bearer
+// challenge.
+func assertUnknownKeysChallenged(t *testing.T, bases []string, unknown string) {
+	t.Helper()
 	for _, base := range bases {
 		for _, key := range []string{"", unknown, "not-a-key"} {
 			code, challenge := get(t, base+"/v1/envelopes/1", key)
@@ -103,12 +142,19 @@ func TestAPIKeys(t *testing.T) {
 			}
 		}
 	}
+}
+
+// createAndGrabWithKeys creates an envelope on the first grabber with the
+// shop's key and grabs it on the second; a read key's grab is refused 403
+// insufficient_scope. It returns the envelope's id.
+func createAndGrabWithKeys(t *testing.T, base, secondBase, shop, reader string) int64 {
+	t.Helper()
 	var env1 createdEnvelope
-	if code := call(t, "POST", s.base+"/v1/envelopes", shop1, `{"sender_id":"alice","total_cents":300,"count":3}`, &env1); code != 201 {
+	if code := call(t, "POST", base+"/v1/envelopes", shop, `{"sender_id":"alice","total_cents":300,"count":3}`, &env1); code != 201 {
 		t.Fatalf("create with shop-1's key: %d", code)
 	}
 	grabURL := fmt.Sprintf("%s/v1/envelopes/%d/grab", secondBase, env1.EnvelopeID)
-	if code := call(t, "POST", grabURL, shop1, `{"user_id":"bob"}`, nil); code != 200 {
+	if code := call(t, "POST", grabURL, shop, `{"user_id":"bob"}`, nil); code != 200 {
 		t.Errorf("grab on the second grabber with shop-1's key: %d", code)
 	}
 	var refused struct {
@@ -117,23 +163,14 @@ func TestAPIKeys(t *testing.T) {
 	if code := call(t, "POST", grabURL, reader, `{"user_id":"carol"}`, &refused); code != 403 || refused.Error.Code != "insufficient_scope" {
 		t.Errorf("grab with a read key: %d %+v, want 403 insufficient_scope", code, refused)
 	}
-	statusURL := fmt.Sprintf("/v1/envelopes/%d", env1.EnvelopeID)
+	return env1.EnvelopeID
+}
 
-	// Rotation: a second key, then the first revoked.
-	shop2 := apikeyCreate(t, env, "shop-2", "create,grab,read")
-	waitStatus(t, bases, statusURL, shop2, http.StatusOK, 5*time.Second, "the new key is taken")
-	waitStatus(t, bases, statusURL, shop1, http.StatusOK, 0, "the old key still passes while both are active")
-	if code, out, errOut := runOut(t, "flusher", env, "apikey", "revoke", "-name", "shop-1"); code != 0 {
-		t.Fatalf("apikey revoke: exit %d: %s%s", code, out, errOut)
-	}
-	took := waitStatus(t, bases, statusURL, shop1, http.StatusUnauthorized, 5*time.Second, "the revoked key is refused")
-	t.Logf("both grabbers refuse the revoked key %s after the revoke command ended", took.Round(time.Millisecond))
-	waitStatus(t, bases, statusURL, shop2, http.StatusOK, 0, "the new key passes after the old one's revocation")
-
-	// Last use is written at the latest when a grabber stops.
-	second.stop(t)
-	s.stop(t)
-	code, stdout, _ = runOut(t, "flusher", env, "apikey", "list", "-all", "-json")
+// assertKeysUsedAndRevoked fails the test unless `flusher apikey list -all
+// -json` shows which keys were used and which revoked, and no key itself.
+func assertKeysUsedAndRevoked(t *testing.T, env []string) {
+	t.Helper()
+	code, stdout, _ := runOut(t, "flusher", env, "apikey", "list", "-all", "-json")
 	var listed struct {
 		Keys []struct {
 			Name       string     `json:"name"`
@@ -153,11 +190,6 @@ func TestAPIKeys(t *testing.T) {
 		"reader": "used true revoked false", "unused": "used false revoked false"}
 	if fmt.Sprint(got) != fmt.Sprint(want) || strings.Contains(stdout, "rpk_") {
 		t.Errorf("apikey list -all -json: %v, want %v\n%s", got, want, stdout)
-	}
-	// The access log names the client and the request's id.
-	if !regexp.MustCompile(`"msg":"request".*"route":"POST /v1/envelopes/\{id\}/grab","status":200,.*"client":"shop-1","request_id":"[0-9a-f]{32}"`).
-		MatchString(second.out.String()) {
-		t.Errorf("no access log line of the grab in the second grabber's output:\n%s", second.out)
 	}
 }
 

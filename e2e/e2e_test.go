@@ -64,8 +64,23 @@ func TestDeployCreateGrabFlush(t *testing.T) {
 		`{"sender_id":"alice","total_cents":1000,"count":10}`, &created); code != 201 || created.Status != "open" {
 		t.Fatalf("create: %d %+v", code, created)
 	}
+	answers := grabFourThenRepeat(t, fmt.Sprintf("%s/v1/envelopes/%d/grab", base, created.EnvelopeID), token)
+
+	waitFlushed(t, dbURL, created.EnvelopeID, answers)
+	requireMetrics(t, "http://"+flusherAddr+"/metrics", "redpacket_flush_batch_size_count",
+		`redpacket_pending_claims{shard="0"}`, "redpacket_flush_lag_seconds_bucket")
+	requireMetrics(t, base+"/metrics", `redpacket_grabs_total{result="granted"} 4`,
+		`redpacket_grabs_total{result="repeat"} 1`, `redpacket_sequence_fetches_total{key="envelope"}`)
+	grabber.stop(t)
+	flusher.stop(t)
+}
+
+// grabFourThenRepeat has bob-0 .. bob-3 grab at grabURL, each granted a first
+// time, then bob-0 again, answered his packet as a repeat. It returns the
+// first answers by user.
+func grabFourThenRepeat(t *testing.T, grabURL, token string) map[string]grabbed {
+	t.Helper()
 	answers := map[string]grabbed{}
-	grabURL := fmt.Sprintf("%s/v1/envelopes/%d/grab", base, created.EnvelopeID)
 	for i := range 4 {
 		user := fmt.Sprintf("bob-%d", i)
 		var g grabbed
@@ -78,14 +93,7 @@ func TestDeployCreateGrabFlush(t *testing.T) {
 	if call(t, "POST", grabURL, token, `{"user_id":"bob-0"}`, &again); again != (grabbed{answers["bob-0"].PacketID, answers["bob-0"].AmountCents, true}) {
 		t.Fatalf("repeat grab answered %+v, first answer %+v", again, answers["bob-0"])
 	}
-
-	waitFlushed(t, dbURL, created.EnvelopeID, answers)
-	requireMetrics(t, "http://"+flusherAddr+"/metrics", "redpacket_flush_batch_size_count",
-		`redpacket_pending_claims{shard="0"}`, "redpacket_flush_lag_seconds_bucket")
-	requireMetrics(t, base+"/metrics", `redpacket_grabs_total{result="granted"} 4`,
-		`redpacket_grabs_total{result="repeat"} 1`, `redpacket_sequence_fetches_total{key="envelope"}`)
-	grabber.stop(t)
-	flusher.stop(t)
+	return answers
 }
 
 // waitFlushed waits (up to 5 s) until PostgreSQL holds exactly the answers.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"redpacket/internal/events"
@@ -170,31 +171,8 @@ func TestEventsWebhookFailsTimesOutRecovers(t *testing.T) {
 
 	// Each envelope's events arrived in order; one may repeat (at least
 	// once: the flusher was killed), none came before an earlier one.
-	want := map[int64][]int64{}
-	for _, e := range evs {
-		want[e.EnvelopeID] = append(want[e.EnvelopeID], e.ID)
-	}
-	got := map[int64][]int64{}
-	h.mu.Lock()
-	for _, e := range h.accepted {
-		got[e.EnvelopeID] = append(got[e.EnvelopeID], e.ID)
-	}
-	repeats := len(h.accepted) - len(evs)
-	h.mu.Unlock()
-	for env, seq := range want {
-		if !slices.Equal(slices.Compact(slices.Clone(got[env])), seq) {
-			t.Errorf("envelope %d: accepted %v, want %v", env, got[env], seq)
-		}
-	}
-	db := connectTestDB(t, dbURL)
-	var undelivered, retried int
-	if err := db.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE delivered_at IS NULL), count(*) FILTER (WHERE attempts > 0)
-		FROM events`).Scan(&undelivered, &retried); err != nil {
-		t.Fatal(err)
-	}
-	if undelivered != 0 || retried == 0 {
-		t.Errorf("%d events not recorded delivered, %d retried", undelivered, retried)
-	}
+	repeats := h.assertInOrder(t, evs)
+	retried := assertEventsDeliveredAfterRetries(t, connectTestDB(t, dbURL))
 	h.mu.Lock()
 	if h.newEarly != 0 || h.newLate == 0 {
 		t.Errorf("%d requests signed with the new secret before the flusher had it, %d after, want 0 and some",
@@ -204,6 +182,45 @@ func TestEventsWebhookFailsTimesOutRecovers(t *testing.T) {
 	t.Logf("%d events accepted (%d repeats); %d refused, %d timed out; %d events needed retries",
 		len(evs), repeats, h.refused.Load(), h.hung.Load(), retried)
 	s.stop(t)
+}
+
+// assertInOrder fails the test unless the receiver accepted each envelope's
+// events of evs in order, each perhaps repeated; it returns how many
+// repeats it accepted.
+func (h *hookReceiver) assertInOrder(t *testing.T, evs []feedEvent) (repeats int) {
+	t.Helper()
+	want := map[int64][]int64{}
+	for _, e := range evs {
+		want[e.EnvelopeID] = append(want[e.EnvelopeID], e.ID)
+	}
+	got := map[int64][]int64{}
+	h.mu.Lock()
+	for _, e := range h.accepted {
+		got[e.EnvelopeID] = append(got[e.EnvelopeID], e.ID)
+	}
+	repeats = len(h.accepted) - len(evs)
+	h.mu.Unlock()
+	for env, seq := range want {
+		if !slices.Equal(slices.Compact(slices.Clone(got[env])), seq) {
+			t.Errorf("envelope %d: accepted %v, want %v", env, got[env], seq)
+		}
+	}
+	return repeats
+}
+
+// assertEventsDeliveredAfterRetries fails the test unless PostgreSQL records
+// every event delivered and some retried; it returns how many were retried.
+func assertEventsDeliveredAfterRetries(t *testing.T, db *pgx.Conn) (retried int) {
+	t.Helper()
+	var undelivered int
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE delivered_at IS NULL), count(*) FILTER (WHERE attempts > 0)
+		FROM events`).Scan(&undelivered, &retried); err != nil {
+		t.Fatal(err)
+	}
+	if undelivered != 0 || retried == 0 {
+		t.Errorf("%d events not recorded delivered, %d retried", undelivered, retried)
+	}
+	return retried
 }
 
 // waitUntil polls cond every 100 ms until it holds or d passes.

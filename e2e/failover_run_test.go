@@ -128,17 +128,8 @@ func (r *failoverResult) visible(env int64) bool {
 func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	t.Helper()
 	pc := testenv.PrivateCluster(t, throwaway.ClusterOptions{NodeTimeout: time.Second})
-	dbURL := testenv.PostgresURL(t)
 	const prefix = "rp" // the cluster is the test's own
-	grabberAddr, flusherAddr := freeAddr(t), freeAddr(t)
-	env := append(faultEnv(dbURL, "redis://127.0.0.1:1/0", prefix, grabberAddr, flusherAddr),
-		"REDIS_CLUSTER_ADDRS="+strings.Join(pc.Addrs, ","),
-		"GRAB_WAIT_REPLICAS="+strconv.Itoa(spec.WaitReplicas))
-	s := &faultStack{db: dbURL, env: env, base: "http://" + grabberAddr, flusherURL: "http://" + flusherAddr}
-	s.flusher = start(t, "flusher", env)
-	waitReady(t, s.flusherURL+"/readyz")
-	s.grabber = start(t, "grabber", env)
-	waitReady(t, s.base+"/readyz")
+	s := startFailoverStack(t, pc, prefix, spec)
 
 	// Six envelopes on six consecutive shards, spread over the masters.
 	_, ids := s.createEnvelopes(t, 3600, 3000, 3000, 3000, 3000, 3000, 3000)
@@ -151,6 +142,65 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: pc.Addrs, ClusterStateReloadInterval: 500 * time.Millisecond})
 	defer func() { _ = rdb.Close() }()
 	keys := redisstore.NewKeys(prefix, 16)
+	r.pickVictim(ctx, t, pc, rdb, keys)
+
+	load := startLoad(t, s.base, ids, loadSpec{Workers: 6, For: 40 * time.Second, Max: 1 << 30, Pace: 3 * time.Millisecond, Tag: spec.Tag})
+	time.Sleep(time.Second) // load before the fault
+	promoted := r.killVictim(ctx, t, pc, spec, load)
+	rdb.ReloadState(ctx) // once the victim's replica is promoted
+	ready := promoted    // from when the victim's shards can serve grabs again
+	if spec.RestartVictim {
+		ready = r.restartVictim(ctx, t, pc, load)
+	}
+
+	// Load on until grabs of the victim's shards are answered 200 again for
+	// a second, every one of its envelopes is suspended (their grabs answer
+	// 503 until an operator acts), or 5 s after they could be answered.
+	db := connectTestDB(t, s.db)
+	r.loadUntilResumed(t, db, load, ready)
+	r.readyAfter = ready.Sub(r.killed)
+	r.log = load.halt()
+	loadEnd := time.Now()
+	// Users without a definitive answer ask again; every claim Redis still
+	// holds must reach PostgreSQL. Shorter when the grabs never came back:
+	// the daemons are not going to catch up.
+	settle := 10 * time.Second
+	if r.resumedAfter < 0 {
+		settle = 2 * time.Second
+	}
+	r.resolve(t, db, settle)
+	if err := waitQueuesEmpty(ctx, rdb, keys, settle); err != nil {
+		r.undrained = err.Error()
+	}
+	r.drainedAfter = time.Since(loadEnd)
+
+	r.compare(t, db)
+	r.audit = runAuditJSON(t, s.env)
+	return r
+}
+
+// startFailoverStack starts the flusher and the grabber on the private
+// cluster pc, each ready.
+func startFailoverStack(t *testing.T, pc *throwaway.Cluster, prefix string, spec failoverSpec) *faultStack {
+	t.Helper()
+	dbURL := testenv.PostgresURL(t)
+	grabberAddr, flusherAddr := freeAddr(t), freeAddr(t)
+	env := append(faultEnv(dbURL, "redis://127.0.0.1:1/0", prefix, grabberAddr, flusherAddr),
+		"REDIS_CLUSTER_ADDRS="+strings.Join(pc.Addrs, ","),
+		"GRAB_WAIT_REPLICAS="+strconv.Itoa(spec.WaitReplicas))
+	s := &faultStack{db: dbURL, env: env, base: "http://" + grabberAddr, flusherURL: "http://" + flusherAddr}
+	s.flusher = start(t, "flusher", env)
+	waitReady(t, s.flusherURL+"/readyz")
+	s.grabber = start(t, "grabber", env)
+	waitReady(t, s.base+"/readyz")
+	return s
+}
+
+// pickVictim chooses the master to kill: the one serving the most of the
+// envelopes' shards, other than the one holding the identifier counters
+// ({rp:ids}), so the run is about grabs; and finds its replica.
+func (r *failoverResult) pickVictim(ctx context.Context, t *testing.T, pc *throwaway.Cluster, rdb *redis.ClusterClient, keys redisstore.Keys) {
+	t.Helper()
 	masterOf := func(key string) string {
 		n, err := rdb.MasterForKey(ctx, key)
 		if err != nil {
@@ -158,12 +208,9 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 		}
 		return n.Options().Addr
 	}
-	// The victim: the master serving the most of the envelopes' shards,
-	// other than the one holding the identifier counters ({rp:ids}), so the
-	// run is about grabs.
 	r.idsMaster = masterOf(keys.SharePool())
 	perMaster := map[string][]int64{}
-	for _, id := range ids {
+	for _, id := range r.ids {
 		m := masterOf(keys.Meta(id))
 		perMaster[m] = append(perMaster[m], id)
 	}
@@ -186,28 +233,16 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 	r.replica = replica
 	t.Logf("victim master %s (replica %s) serves envelopes %v; identifiers on %s; envelopes per master %v",
 		r.victim, replica, perMaster[r.victim], r.idsMaster, perMaster)
+}
 
-	load := startLoad(t, s.base, ids, loadSpec{Workers: 6, For: 40 * time.Second, Max: 1 << 30, Pace: 3 * time.Millisecond, Tag: spec.Tag})
-	time.Sleep(time.Second) // load before the fault
-
+// killVictim cuts the victim's replica off first if the spec says so, kills
+// the victim and waits for its replica's promotion, which it returns the time
+// of.
+func (r *failoverResult) killVictim(ctx context.Context, t *testing.T, pc *throwaway.Cluster, spec failoverSpec, load *loadRun) time.Time {
+	t.Helper()
+	s, replica := r.stack, r.replica
 	if spec.CutReplica > 0 {
-		// The replica stops reading and the master drops its link: what the
-		// master does from now on reaches only its own memory.
-		if spec.PauseFlusher {
-			if err := s.flusher.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.flusher.cmd.Process.Signal(syscall.SIGCONT) })
-		}
-		if err := pc.Pause(replica); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = pc.Resume(replica) }) // harmless if running
-		if err := pc.CutReplicaLinks(ctx, r.victim); err != nil {
-			t.Fatal(err)
-		}
-		r.cut = time.Now()
-		time.Sleep(spec.CutReplica)
+		r.cutReplica(ctx, t, pc, spec)
 	}
 	if err := pc.Kill(r.victim); err != nil {
 		t.Fatal(err)
@@ -229,25 +264,55 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 			t.Fatal(err)
 		}
 	}
-	rdb.ReloadState(ctx)
-	ready := promoted // from when the victim's shards can serve grabs again
-	if spec.RestartVictim {
-		if err := pc.Restart(ctx, r.victim); err != nil {
-			load.halt()
+	return promoted
+}
+
+// restartVictim starts the killed master again and waits for it to replicate
+// its promoted replica; it returns when it does.
+func (r *failoverResult) restartVictim(ctx context.Context, t *testing.T, pc *throwaway.Cluster, load *loadRun) time.Time {
+	t.Helper()
+	replica := r.replica
+	if err := pc.Restart(ctx, r.victim); err != nil {
+		load.halt()
+		t.Fatal(err)
+	}
+	if err := pc.WaitReplicaOf(ctx, r.victim, replica, 20*time.Second); err != nil {
+		load.halt()
+		t.Fatalf("restarted %s: %v", r.victim, err)
+	}
+	ready := time.Now()
+	r.reattachedAfter = ready.Sub(r.killed)
+	return ready
+}
+
+// cutReplica stops the victim's replica reading and has the master drop its
+// link, for spec.CutReplica: what the master does from then on reaches only
+// its own memory. With PauseFlusher the flusher is stopped first.
+func (r *failoverResult) cutReplica(ctx context.Context, t *testing.T, pc *throwaway.Cluster, spec failoverSpec) {
+	t.Helper()
+	s := r.stack
+	if spec.PauseFlusher {
+		if err := s.flusher.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		if err := pc.WaitReplicaOf(ctx, r.victim, replica, 20*time.Second); err != nil {
-			load.halt()
-			t.Fatalf("restarted %s: %v", r.victim, err)
-		}
-		ready = time.Now()
-		r.reattachedAfter = ready.Sub(r.killed)
+		t.Cleanup(func() { _ = s.flusher.cmd.Process.Signal(syscall.SIGCONT) })
 	}
+	if err := pc.Pause(r.replica); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Resume(r.replica) }) // harmless if running
+	if err := pc.CutReplicaLinks(ctx, r.victim); err != nil {
+		t.Fatal(err)
+	}
+	r.cut = time.Now()
+	time.Sleep(spec.CutReplica)
+}
 
-	// Load on until grabs of the victim's shards are answered 200 again for
-	// a second, every one of its envelopes is suspended (their grabs answer
-	// 503 until an operator acts), or 5 s after they could be answered.
-	db := connectTestDB(t, dbURL)
+// loadUntilResumed lets the load run until a grab of the victim's shards
+// sent after ready is answered 200, and a second more; or until every one of
+// the victim's envelopes is suspended; or 5 s after ready.
+func (r *failoverResult) loadUntilResumed(t *testing.T, db *pgx.Conn, load *loadRun, ready time.Time) {
+	t.Helper()
 	deadline := ready.Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if r.resumedAfter < 0 {
@@ -265,30 +330,11 @@ func runFailover(t *testing.T, spec failoverSpec) *failoverResult {
 				}
 			}
 			if suspended == len(r.onVictim) {
-				break
+				return
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r.readyAfter = ready.Sub(r.killed)
-	r.log = load.halt()
-	loadEnd := time.Now()
-	// Users without a definitive answer ask again; every claim Redis still
-	// holds must reach PostgreSQL. Shorter when the grabs never came back:
-	// the daemons are not going to catch up.
-	settle := 10 * time.Second
-	if r.resumedAfter < 0 {
-		settle = 2 * time.Second
-	}
-	r.resolve(t, db, settle)
-	if err := waitQueuesEmpty(ctx, rdb, keys, settle); err != nil {
-		r.undrained = err.Error()
-	}
-	r.drainedAfter = time.Since(loadEnd)
-
-	r.compare(t, db)
-	r.audit = runAuditJSON(t, env)
-	return r
 }
 
 // resolve asks again for every user whose grab had no definitive answer,
@@ -351,70 +397,15 @@ func waitQueuesEmpty(ctx context.Context, rdb *redis.ClusterClient, keys redisst
 // PostgreSQL and sets them against the answers.
 func (r *failoverResult) compare(t *testing.T, db *pgx.Conn) {
 	t.Helper()
-	ctx := t.Context()
-	type row struct {
-		packet, amount int64
-		order          string
-	}
-	have := map[envUser]row{}
-	rows, err := db.Query(ctx, `SELECT envelope_id, claimed_by, id, amount_cents, coalesce(order_no, '')
-		FROM packets WHERE envelope_id = ANY($1) AND claimed_by IS NOT NULL`, r.ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env int64
-	var user string
-	var c row
-	if _, err := pgx.ForEachRow(rows, []any{&env, &user, &c.packet, &c.amount, &c.order}, func() error {
-		have[envUser{env, user}] = c
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-
+	have := r.claimsInPG(t, db)
 	l := r.log
 	l.mu.Lock()
 	r.answered = len(l.granted)
-	for k, g := range l.granted {
-		c, ok := have[k]
-		switch {
-		case !ok:
-			r.lost = append(r.lost, g)
-		case c.packet != g.Packet || c.amount != g.Amount:
-			r.differ = append(r.differ, g)
-		default:
-			r.inPG++
-			if r.onVictim[k.env] && g.Sent.Before(r.killed) && g.Got.After(r.lastKept) {
-				r.lastKept = g.Got
-			}
-		}
-	}
-	for k, c := range have {
-		if g, ok := l.granted[k]; ok && g.Packet == c.packet {
-			continue
-		}
-		if l.unknown[k] {
-			r.unknownPG++
-			continue
-		}
-		if _, ok := l.granted[k]; !ok {
-			r.strangers = append(r.strangers, fmt.Sprintf("envelope %d: packet %d claimed by %s, never answered to that user", k.env, c.packet, k.user))
-		}
-	}
-	r.twice = map[int64][]grabEvent{}
-	owners := map[int64]map[string]grabEvent{}
-	for _, e := range l.events {
-		if e.Status != 200 {
-			continue
-		}
-		if owners[e.Packet] == nil {
-			owners[e.Packet] = map[string]grabEvent{}
-		}
-		if _, ok := owners[e.Packet][e.User]; !ok {
-			owners[e.Packet][e.User] = e
-		}
-	}
+	r.matchGrants(have)
+	r.matchClaims(have)
+	owners := packetOwners(l.events)
 	l.mu.Unlock()
+	r.twice = map[int64][]grabEvent{}
 	for p, us := range owners {
 		if len(us) > 1 {
 			for _, e := range us {
@@ -432,12 +423,102 @@ func (r *failoverResult) compare(t *testing.T, db *pgx.Conn) {
 		st := readEnvelopeState(t, db, id)
 		r.status[id], r.reasons[id] = st.Status, st.SuspendReason
 	}
-	rows, err = db.Query(ctx, `SELECT envelope_id, packet_id, user_id, reason FROM claim_conflicts ORDER BY id`)
+	r.readConflicts(t, db)
+}
+
+// pgClaim is a claimed packet as PostgreSQL holds it.
+type pgClaim struct {
+	packet, amount int64
+	order          string
+}
+
+// claimsInPG is the claimed packets of the run's envelopes, by user.
+func (r *failoverResult) claimsInPG(t *testing.T, db *pgx.Conn) map[envUser]pgClaim {
+	t.Helper()
+	have := map[envUser]pgClaim{}
+	rows, err := db.Query(t.Context(), `SELECT envelope_id, claimed_by, id, amount_cents, coalesce(order_no, '')
+		FROM packets WHERE envelope_id = ANY($1) AND claimed_by IS NOT NULL`, r.ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var packet int64
-	var reason string
+	var env int64
+	var user string
+	var c pgClaim
+	if _, err := pgx.ForEachRow(rows, []any{&env, &user, &c.packet, &c.amount, &c.order}, func() error {
+		have[envUser{env, user}] = c
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return have
+}
+
+// matchGrants sorts each user answered 200 into lost, differ or held in
+// PostgreSQL, and finds the latest answer of the killed master that
+// PostgreSQL kept. The caller holds the log's lock.
+func (r *failoverResult) matchGrants(have map[envUser]pgClaim) {
+	for k, g := range r.log.granted {
+		c, ok := have[k]
+		switch {
+		case !ok:
+			r.lost = append(r.lost, g)
+		case c.packet != g.Packet || c.amount != g.Amount:
+			r.differ = append(r.differ, g)
+		default:
+			r.inPG++
+			if r.onVictim[k.env] && g.Sent.Before(r.killed) && g.Got.After(r.lastKept) {
+				r.lastKept = g.Got
+			}
+		}
+	}
+}
+
+// matchClaims counts the claims in PostgreSQL of users never answered
+// definitively, and tells those of users never answered at all. The caller
+// holds the log's lock.
+func (r *failoverResult) matchClaims(have map[envUser]pgClaim) {
+	l := r.log
+	for k, c := range have {
+		if g, ok := l.granted[k]; ok && g.Packet == c.packet {
+			continue
+		}
+		if l.unknown[k] {
+			r.unknownPG++
+			continue
+		}
+		if _, ok := l.granted[k]; !ok {
+			r.strangers = append(r.strangers, fmt.Sprintf("envelope %d: packet %d claimed by %s, never answered to that user", k.env, c.packet, k.user))
+		}
+	}
+}
+
+// packetOwners is, for each packet answered 200, the first such answer to
+// each user.
+func packetOwners(events []grabEvent) map[int64]map[string]grabEvent {
+	owners := map[int64]map[string]grabEvent{}
+	for _, e := range events {
+		if e.Status != 200 {
+			continue
+		}
+		if owners[e.Packet] == nil {
+			owners[e.Packet] = map[string]grabEvent{}
+		}
+		if _, ok := owners[e.Packet][e.User]; !ok {
+			owners[e.Packet][e.User] = e
+		}
+	}
+	return owners
+}
+
+// readConflicts reads the claim_conflicts rows.
+func (r *failoverResult) readConflicts(t *testing.T, db *pgx.Conn) {
+	t.Helper()
+	rows, err := db.Query(t.Context(), `SELECT envelope_id, packet_id, user_id, reason FROM claim_conflicts ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env, packet int64
+	var user, reason string
 	if _, err := pgx.ForEachRow(rows, []any{&env, &packet, &user, &reason}, func() error {
 		r.conflicts = append(r.conflicts, fmt.Sprintf("envelope %d packet %d user %s: %s", env, packet, user, reason))
 		return nil
@@ -483,6 +564,18 @@ func (r *failoverResult) report(t *testing.T) {
 		t.Logf("replica cut off at %s from the kill; the latest answer of the killed master that postgres holds came at %s",
 			rel(r.cut, r.killed), rel(r.lastKept, r.killed))
 	}
+	r.logFirstRepeats(t)
+	phases := r.phaseCounts()
+	t.Logf("answers to grabs of the victim's envelopes by phase: %s", phases)
+	t.Logf("answered 200: %d users; in postgres as answered: %d; lost (not in postgres): %d; postgres holds another packet: %d; packets answered to two users: %d; claims of users with no definitive answer: %d; claims never answered: %d",
+		r.answered, r.inPG, len(r.lost), len(r.differ), len(r.twice), r.unknownPG, len(r.strangers))
+	r.logMismatches(t)
+	r.logEnvelopes(t)
+}
+
+// logFirstRepeats logs the first requests answered as repeats (the first 5).
+func (r *failoverResult) logFirstRepeats(t *testing.T) {
+	t.Helper()
 	firstRepeat := 0
 	for _, e := range r.log.eventsCopy() {
 		if e.Status == 200 && e.Repeat && !e.Retry {
@@ -495,10 +588,12 @@ func (r *failoverResult) report(t *testing.T) {
 	if firstRepeat > 0 {
 		t.Logf("%d first requests answered as repeats", firstRepeat)
 	}
-	phases := r.phaseCounts()
-	t.Logf("answers to grabs of the victim's envelopes by phase: %s", phases)
-	t.Logf("answered 200: %d users; in postgres as answered: %d; lost (not in postgres): %d; postgres holds another packet: %d; packets answered to two users: %d; claims of users with no definitive answer: %d; claims never answered: %d",
-		r.answered, r.inPG, len(r.lost), len(r.differ), len(r.twice), r.unknownPG, len(r.strangers))
+}
+
+// logMismatches logs the answers PostgreSQL does not hold as answered and
+// the claims never answered (the first 10 of each kind).
+func (r *failoverResult) logMismatches(t *testing.T) {
+	t.Helper()
 	for i, e := range r.lost {
 		if i == 10 {
 			t.Logf("... %d lost in all", len(r.lost))
@@ -533,6 +628,12 @@ func (r *failoverResult) report(t *testing.T) {
 		}
 		t.Logf("stranger: %s", s)
 	}
+}
+
+// logEnvelopes logs the envelopes' statuses, the claim conflicts and the
+// audit.
+func (r *failoverResult) logEnvelopes(t *testing.T) {
+	t.Helper()
 	var st []string
 	for _, id := range r.ids {
 		s := fmt.Sprintf("%d:%s", id, r.status[id])

@@ -465,11 +465,42 @@ func assertLedger(t *testing.T, s *faultStack, spec ledgerSpec) {
 	if spec.Wait == 0 {
 		spec.Wait = 20 * time.Second
 	}
-	want := map[envUser]grabEvent{}
-	unknown := map[envUser]bool{}
+	want, unknown := ledgerAnswers(t, spec.Logs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), spec.Wait+30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.db)
+	if err != nil {
+		t.Fatalf("ledger: connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+
+	began := time.Now()
+	have, cents := waitLedger(ctx, t, conn, spec, want, began)
+	sum, answered, unknownHeld := checkLedgerClaims(t, have, want, unknown)
+	lost := logLedgerLost(t, want, have)
+	for _, id := range spec.Envelopes {
+		if cents[id] != sum[id] {
+			t.Errorf("ledger: envelope %d: claimed_cents %d, its claimed packets sum to %d", id, cents[id], sum[id])
+		}
+		if unknownHeld == 0 && spec.MayBeLost == nil && cents[id] != answered[id] {
+			t.Errorf("ledger: envelope %d: claimed_cents %d, the grabs answered sum to %d", id, cents[id], answered[id])
+		}
+	}
+	t.Logf("ledger: %d answered grabs in postgres after %s (%d answered but lost with Redis, %d claims of unknown outcome)",
+		len(want)-lost, time.Since(began).Round(time.Millisecond), lost, unknownHeld)
+	s.audit(t)
+}
+
+// ledgerAnswers gathers the grants of the logs, each checked consistent, and
+// the users whose outcome stayed unknown; it fails the test if one order
+// number was answered to two grants.
+func ledgerAnswers(t *testing.T, logs []*loadLog) (want map[envUser]grabEvent, unknown map[envUser]bool) {
+	t.Helper()
+	want, unknown = map[envUser]grabEvent{}, map[envUser]bool{}
 	orders := map[string]grabEvent{}
 	dupOrders := 0
-	for _, l := range spec.Logs {
+	for _, l := range logs {
 		l.checkConsistent(t)
 		l.mu.Lock()
 		for k, g := range l.granted {
@@ -490,74 +521,25 @@ func assertLedger(t *testing.T, s *faultStack, spec ledgerSpec) {
 	if dupOrders > 0 {
 		t.Errorf("%d order numbers were answered to two grants", dupOrders)
 	}
+	return want, unknown
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), spec.Wait+30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.db)
-	if err != nil {
-		t.Fatalf("ledger: connect: %v", err)
-	}
-	defer conn.Close(context.Background())
-
-	read := func() (map[envUser]claimRow, map[int64]int64, error) {
-		rows, err := conn.Query(ctx, `SELECT id, envelope_id, claimed_by, amount_cents FROM packets
-			WHERE envelope_id = ANY($1) AND claimed_by IS NOT NULL`, spec.Envelopes)
-		if err != nil {
-			return nil, nil, err
-		}
-		have := map[envUser]claimRow{}
-		var id, env, amount int64
-		var user string
-		if _, err := pgx.ForEachRow(rows, []any{&id, &env, &user, &amount}, func() error {
-			have[envUser{env, user}] = claimRow{id, amount}
-			return nil
-		}); err != nil {
-			return nil, nil, err
-		}
-		rows, err = conn.Query(ctx, `SELECT id, claimed_cents FROM envelopes WHERE id = ANY($1)`, spec.Envelopes)
-		if err != nil {
-			return nil, nil, err
-		}
-		cents := map[int64]int64{}
-		if _, err := pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
-			cents[id] = amount
-			return nil
-		}); err != nil {
-			return nil, nil, err
-		}
-		return have, cents, nil
-	}
-	missing := func(have map[envUser]claimRow) []string {
-		var out []string
-		for k, g := range want {
-			c, ok := have[k]
-			switch {
-			case ok && c == (claimRow{g.Packet, g.Amount}):
-			case ok:
-				out = append(out, fmt.Sprintf("envelope %d user %s answered packet %d (%d cents), postgres holds packet %d (%d cents)",
-					k.env, k.user, g.Packet, g.Amount, c.packet, c.amount))
-			case spec.MayBeLost == nil || !spec.MayBeLost(g):
-				out = append(out, fmt.Sprintf("envelope %d user %s answered packet %d (%d cents) at %s, not claimed in postgres",
-					k.env, k.user, g.Packet, g.Amount, g.Got.Format("15:04:05.000")))
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-
-	began := time.Now()
+// waitLedger waits up to spec.Wait from began for PostgreSQL to hold every
+// grant of want (but those spec.MayBeLost), failing the test with what is
+// missing (the first 30) if it does not by then. It returns the claims and
+// each envelope's claimed_cents it last read.
+func waitLedger(ctx context.Context, t *testing.T, conn *pgx.Conn, spec ledgerSpec, want map[envUser]grabEvent, began time.Time) (map[envUser]claimRow, map[int64]int64) {
+	t.Helper()
 	deadline := began.Add(spec.Wait)
 	lastNote := began
-	var have map[envUser]claimRow
-	var cents map[int64]int64
 	for {
-		have, cents, err = read()
+		have, cents, err := readLedger(ctx, conn, spec.Envelopes)
 		if err != nil {
 			t.Fatalf("ledger: read postgres: %v", err)
 		}
-		m := missing(have)
+		m := missingFromLedger(want, have, spec.MayBeLost)
 		if len(m) == 0 {
-			break
+			return have, cents
 		}
 		if time.Since(lastNote) > 2*time.Second {
 			lastNote = time.Now()
@@ -575,10 +557,67 @@ func assertLedger(t *testing.T, s *faultStack, spec ledgerSpec) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
 
-	sum := map[int64]int64{}
-	answered := map[int64]int64{}
-	lost, unknownHeld := 0, 0
+// readLedger reads the claimed packets of the envelopes, by user, and each
+// envelope's claimed_cents.
+func readLedger(ctx context.Context, conn *pgx.Conn, envelopes []int64) (map[envUser]claimRow, map[int64]int64, error) {
+	rows, err := conn.Query(ctx, `SELECT id, envelope_id, claimed_by, amount_cents FROM packets
+			WHERE envelope_id = ANY($1) AND claimed_by IS NOT NULL`, envelopes)
+	if err != nil {
+		return nil, nil, err
+	}
+	have := map[envUser]claimRow{}
+	var id, env, amount int64
+	var user string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &env, &user, &amount}, func() error {
+		have[envUser{env, user}] = claimRow{id, amount}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	rows, err = conn.Query(ctx, `SELECT id, claimed_cents FROM envelopes WHERE id = ANY($1)`, envelopes)
+	if err != nil {
+		return nil, nil, err
+	}
+	cents := map[int64]int64{}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
+		cents[id] = amount
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	return have, cents, nil
+}
+
+// missingFromLedger tells, sorted, each grant of want that PostgreSQL holds
+// as another packet, or does not hold and mayBeLost (nil: none) does not
+// excuse.
+func missingFromLedger(want map[envUser]grabEvent, have map[envUser]claimRow, mayBeLost func(grabEvent) bool) []string {
+	var out []string
+	for k, g := range want {
+		c, ok := have[k]
+		switch {
+		case ok && c == (claimRow{g.Packet, g.Amount}):
+		case ok:
+			out = append(out, fmt.Sprintf("envelope %d user %s answered packet %d (%d cents), postgres holds packet %d (%d cents)",
+				k.env, k.user, g.Packet, g.Amount, c.packet, c.amount))
+		case mayBeLost == nil || !mayBeLost(g):
+			out = append(out, fmt.Sprintf("envelope %d user %s answered packet %d (%d cents) at %s, not claimed in postgres",
+				k.env, k.user, g.Packet, g.Amount, g.Got.Format("15:04:05.000")))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkLedgerClaims fails the test for each claim in PostgreSQL of a user
+// who was neither answered that packet nor left without a definitive answer.
+// It returns the claimed cents of each envelope, those of the claims as
+// answered, and how many claims are of users of unknown outcome.
+func checkLedgerClaims(t *testing.T, have map[envUser]claimRow, want map[envUser]grabEvent, unknown map[envUser]bool) (sum, answered map[int64]int64, unknownHeld int) {
+	t.Helper()
+	sum, answered = map[int64]int64{}, map[int64]int64{}
 	for k, c := range have {
 		sum[k.env] += c.amount
 		if g, ok := want[k]; ok && c == (claimRow{g.Packet, g.Amount}) {
@@ -593,6 +632,13 @@ func assertLedger(t *testing.T, s *faultStack, spec ledgerSpec) {
 		t.Errorf("ledger: envelope %d: packet %d (%d cents) is claimed by user %s, who was never answered it",
 			k.env, c.packet, c.amount, k.user)
 	}
+	return sum, answered, unknownHeld
+}
+
+// logLedgerLost logs how many grants of want PostgreSQL does not hold, and
+// when they were answered; it returns how many.
+func logLedgerLost(t *testing.T, want map[envUser]grabEvent, have map[envUser]claimRow) (lost int) {
+	t.Helper()
 	var firstLost, lastLost time.Time
 	for k, g := range want {
 		if _, ok := have[k]; !ok {
@@ -609,17 +655,7 @@ func assertLedger(t *testing.T, s *faultStack, spec ledgerSpec) {
 		t.Logf("ledger: %d answered grabs not in postgres, answered between %s and %s",
 			lost, firstLost.Format("15:04:05.000"), lastLost.Format("15:04:05.000"))
 	}
-	for _, id := range spec.Envelopes {
-		if cents[id] != sum[id] {
-			t.Errorf("ledger: envelope %d: claimed_cents %d, its claimed packets sum to %d", id, cents[id], sum[id])
-		}
-		if unknownHeld == 0 && spec.MayBeLost == nil && cents[id] != answered[id] {
-			t.Errorf("ledger: envelope %d: claimed_cents %d, the grabs answered sum to %d", id, cents[id], answered[id])
-		}
-	}
-	t.Logf("ledger: %d answered grabs in postgres after %s (%d answered but lost with Redis, %d claims of unknown outcome)",
-		len(want)-lost, time.Since(began).Round(time.Millisecond), lost, unknownHeld)
-	s.audit(t)
+	return lost
 }
 
 // ---- PostgreSQL look-ups ----

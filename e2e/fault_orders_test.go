@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"syscall"
 	"testing"
@@ -37,16 +38,7 @@ func TestFaultRedisSnapshotRollback(t *testing.T) {
 	defer client.CloseIdleConnections()
 	log := newLoadLog()
 	grabAll := func(tag string, users int) []grabEvent {
-		t.Helper()
-		var out []grabEvent
-		for u := range users {
-			for _, id := range ids {
-				e := grabOnce(client, s.base, id, fmt.Sprintf("%s-%d", tag, u))
-				log.record(e)
-				out = append(out, e)
-			}
-		}
-		return out
+		return grabEachOnce(client, s.base, ids, log, tag, users)
 	}
 	kept := grabAll("kept", 15)
 
@@ -66,17 +58,7 @@ func TestFaultRedisSnapshotRollback(t *testing.T) {
 	// Holders first: the counters are not fenced yet, and no number is
 	// needed. (A grab may still meet a connection of the grabber's pool that
 	// died with Redis: it is asked again.)
-	for _, e := range kept {
-		again := grabOnce(client, s.base, e.Env, e.User)
-		for try := 0; !again.definitive() && try < 20; try++ {
-			time.Sleep(50 * time.Millisecond)
-			again = grabOnce(client, s.base, e.Env, e.User)
-		}
-		if again.Status != 200 || !again.Repeat || again.Packet != e.Packet || again.Order != e.Order {
-			t.Errorf("holder %s of envelope %d after the restart: %s packet %d order %s; want the repeat of packet %d order %s",
-				e.User, e.Env, again.key(), again.Packet, again.Order, e.Packet, e.Order)
-		}
-	}
+	assertHoldersRepeat(t, client, s.base, kept)
 	after := grabAll("after", 20)
 	log.resolve(s.base, 10*time.Second)
 	if err := s.flusher.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -84,17 +66,7 @@ func TestFaultRedisSnapshotRollback(t *testing.T) {
 	}
 	t.Logf("load: %s", log.summary())
 
-	for name, es := range map[string][]grabEvent{"before the snapshot": kept, "after the snapshot": lost, "after the restart": after} {
-		granted := 0
-		for _, e := range es {
-			if e.Status == 200 && !e.Repeat {
-				granted++
-			}
-		}
-		if granted < len(es)/2 {
-			t.Errorf("%s only %d of %d grabs were granted: the test shows nothing", name, granted, len(es))
-		}
-	}
+	assertMostGranted(t, map[string][]grabEvent{"before the snapshot": kept, "after the snapshot": lost, "after the restart": after})
 	checkOrderNumbersOnce(t, log.eventsCopy())
 
 	// PostgreSQL gets the grants it can, each with the number answered.
@@ -108,6 +80,55 @@ func TestFaultRedisSnapshotRollback(t *testing.T) {
 		t.Errorf("%d claims reached PostgreSQL with an order number already in use", reused)
 	}
 	s.stop(t)
+}
+
+// grabEachOnce has users tag-0 .. tag-(users-1) each grab every envelope of
+// ids once, in turn, recorded in log; it returns the answers.
+func grabEachOnce(client *http.Client, base string, ids []int64, log *loadLog, tag string, users int) []grabEvent {
+	var out []grabEvent
+	for u := range users {
+		for _, id := range ids {
+			e := grabOnce(client, base, id, fmt.Sprintf("%s-%d", tag, u))
+			log.record(e)
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// assertHoldersRepeat fails the test unless each holder of kept, grabbing
+// again (asked again up to 20 times while the answer is not definitive),
+// is answered the repeat of its packet and order number.
+func assertHoldersRepeat(t *testing.T, client *http.Client, base string, kept []grabEvent) {
+	t.Helper()
+	for _, e := range kept {
+		again := grabOnce(client, base, e.Env, e.User)
+		for try := 0; !again.definitive() && try < 20; try++ {
+			time.Sleep(50 * time.Millisecond)
+			again = grabOnce(client, base, e.Env, e.User)
+		}
+		if again.Status != 200 || !again.Repeat || again.Packet != e.Packet || again.Order != e.Order {
+			t.Errorf("holder %s of envelope %d after the restart: %s packet %d order %s; want the repeat of packet %d order %s",
+				e.User, e.Env, again.key(), again.Packet, again.Order, e.Packet, e.Order)
+		}
+	}
+}
+
+// assertMostGranted fails the test unless at least half of each phase's
+// grabs were granted a first time: otherwise the test shows nothing.
+func assertMostGranted(t *testing.T, phases map[string][]grabEvent) {
+	t.Helper()
+	for name, es := range phases {
+		granted := 0
+		for _, e := range es {
+			if e.Status == 200 && !e.Repeat {
+				granted++
+			}
+		}
+		if granted < len(es)/2 {
+			t.Errorf("%s only %d of %d grabs were granted: the test shows nothing", name, granted, len(es))
+		}
+	}
 }
 
 // checkOrderNumbersOnce fails the test when an order number was answered

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -176,22 +177,9 @@ func TestFaultRedisLostState(t *testing.T) {
 
 	// Nothing was offered again: a grab asked after the kill reaches either
 	// no Redis or the empty one, so it must not be granted.
-	for _, e := range log.eventsCopy() {
-		if e.Status == 200 && e.Sent.After(killed) {
-			t.Errorf("envelope %d: user %s was granted packet %d (repeat %v) by a grab sent %s after redis was killed (back %s after the kill)",
-				e.Env, e.User, e.Packet, e.Repeat, e.Sent.Sub(killed).Round(time.Millisecond), back.Sub(killed).Round(time.Millisecond))
-		}
-	}
+	assertNoGrantSentAfter(t, log, killed, back)
 	c := grabClient()
-	for _, id := range ids {
-		r := readEnvelopeState(t, db, id)
-		if r.SuspendReason == "" {
-			t.Errorf("envelope %d suspended without a reason", id)
-		}
-		if e := grabOnce(c, s.base, id, fmt.Sprintf("late-%d", id)); e.Status != 503 || e.Code != "unavailable" {
-			t.Errorf("grab of suspended envelope %d: %s, want 503 unavailable", id, e.key())
-		}
-	}
+	assertSuspendedRefuse(t, s, db, c, ids)
 	// Answers given before the kill may be lost; every claim in PostgreSQL
 	// must still be one that was answered.
 	mayBeLost := func(e grabEvent) bool { return e.Sent.Before(killed) }
@@ -203,8 +191,48 @@ func TestFaultRedisLostState(t *testing.T) {
 		t.Errorf("flusher audit with suspended envelopes: exit %d, want 3:\n%s", code, out)
 	}
 
-	// Refund: the dry run prints the plan and changes nothing.
-	refundID := ids[0]
+	recoverByRefund(t, s, db, c, ids[0])
+	rlog := recoverByReload(t, s, db, c, ids[1])
+	// The reloaded envelope's new grants must all reach PostgreSQL; the
+	// earlier answers keep their allowance.
+	assertLedger(t, s, ledgerSpec{Envelopes: ids, Logs: []*loadLog{log, rlog}, MayBeLost: mayBeLost})
+	t.Logf("envelopes by status: %v", envelopeStatusCounts(t, db, ids))
+	s.stop(t)
+}
+
+// assertNoGrantSentAfter fails the test for each grab of the log sent after
+// Redis was killed and answered 200.
+func assertNoGrantSentAfter(t *testing.T, log *loadLog, killed, back time.Time) {
+	t.Helper()
+	for _, e := range log.eventsCopy() {
+		if e.Status == 200 && e.Sent.After(killed) {
+			t.Errorf("envelope %d: user %s was granted packet %d (repeat %v) by a grab sent %s after redis was killed (back %s after the kill)",
+				e.Env, e.User, e.Packet, e.Repeat, e.Sent.Sub(killed).Round(time.Millisecond), back.Sub(killed).Round(time.Millisecond))
+		}
+	}
+}
+
+// assertSuspendedRefuse fails the test unless each envelope of ids carries a
+// suspend reason and a new user's grab of it answers 503 unavailable.
+func assertSuspendedRefuse(t *testing.T, s *faultStack, db *pgx.Conn, c *http.Client, ids []int64) {
+	t.Helper()
+	for _, id := range ids {
+		r := readEnvelopeState(t, db, id)
+		if r.SuspendReason == "" {
+			t.Errorf("envelope %d suspended without a reason", id)
+		}
+		if e := grabOnce(c, s.base, id, fmt.Sprintf("late-%d", id)); e.Status != 503 || e.Code != "unavailable" {
+			t.Errorf("grab of suspended envelope %d: %s, want 503 unavailable", id, e.key())
+		}
+	}
+}
+
+// recoverByRefund refunds the suspended envelope refundID with `flusher
+// recover`: the dry run prints the plan and changes nothing; the refund
+// settles it, counts in the flusher's metrics, and new users' grabs then
+// answer 409 expired.
+func recoverByRefund(t *testing.T, s *faultStack, db *pgx.Conn, c *http.Client, refundID int64) {
+	t.Helper()
 	refundedBefore := flusherMetric(t, s, "redpacket_refunded_cents_total")
 	before := readEnvelopeState(t, db, refundID)
 	code, out := run(t, "flusher", s.env, "recover", "-envelope", fmt.Sprint(refundID), "-action", "refund", "-dry-run")
@@ -234,11 +262,15 @@ func TestFaultRedisLostState(t *testing.T) {
 	if e := grabOnce(c, s.base, refundID, "after-refund"); e.Status != 409 || e.Code != "expired" {
 		t.Errorf("grab of refunded envelope %d by a new user: %s, want 409 expired", refundID, e.key())
 	}
+}
 
-	// Reload: the envelope reopens with what PostgreSQL shows; holders get
-	// their packet again, new users get new packets.
-	reloadID := ids[1]
-	code, out = run(t, "flusher", s.env, "recover", "-envelope", fmt.Sprint(reloadID), "-action", "reload")
+// recoverByReload reloads the suspended envelope reloadID with `flusher
+// recover`: it reopens with what PostgreSQL shows; holders get their packet
+// again, new users of a short load get new packets. It returns that load's
+// log.
+func recoverByReload(t *testing.T, s *faultStack, db *pgx.Conn, c *http.Client, reloadID int64) *loadLog {
+	t.Helper()
+	code, out := run(t, "flusher", s.env, "recover", "-envelope", fmt.Sprint(reloadID), "-action", "reload")
 	if code != 0 || !strings.Contains(out, "is open") {
 		t.Fatalf("recover -action reload: exit %d:\n%s", code, out)
 	}
@@ -256,11 +288,7 @@ func TestFaultRedisLostState(t *testing.T) {
 	if rlog.counts()["200"] == 0 {
 		t.Errorf("no new user got a packet of reloaded envelope %d", reloadID)
 	}
-	// The reloaded envelope's new grants must all reach PostgreSQL; the
-	// earlier answers keep their allowance.
-	assertLedger(t, s, ledgerSpec{Envelopes: ids, Logs: []*loadLog{log, rlog}, MayBeLost: mayBeLost})
-	t.Logf("envelopes by status: %v", envelopeStatusCounts(t, db, ids))
-	s.stop(t)
+	return rlog
 }
 
 // flusherMetric reads one series of the flusher's /metrics.

@@ -28,12 +28,7 @@ func TestOperationsMetricsAndHealthchecks(t *testing.T) {
 
 	grabber := scrape(t, s.base+"/metrics")
 	flusher := scrape(t, s.flusherURL+"/metrics")
-	for _, m := range []struct {
-		daemon, text string
-		zero         []string // series that must exist at 0
-		one          []string // series that must exist at 1
-		foreign      []string // metrics of the other daemon
-	}{
+	for _, m := range []daemonMetrics{
 		{"grabber", grabber,
 			[]string{`redpacket_grabs_total{result="granted"}`, `redpacket_grabs_total{result="unavailable"}`,
 				`redpacket_grabs_total{result="sold_out"}`, `redpacket_sequence_fetches_total{key="packet"}`},
@@ -50,30 +45,7 @@ func TestOperationsMetricsAndHealthchecks(t *testing.T) {
 			[]string{`redpacket_dependency_up{dependency="postgres"}`, `redpacket_dependency_up{dependency="redis"}`},
 			[]string{"redpacket_grabs_total", "redpacket_grab_duration", "redpacket_http_", "redpacket_sequence_"}},
 	} {
-		for _, series := range m.zero {
-			if v, ok := metricValue(m.text, series); !ok || v != 0 {
-				t.Errorf("%s: %s = %v (present %v), want 0 from the start", m.daemon, series, v, ok)
-			}
-		}
-		for _, series := range m.one {
-			if v, ok := metricValue(m.text, series); !ok || v != 1 {
-				t.Errorf("%s: %s = %v (present %v), want 1", m.daemon, series, v, ok)
-			}
-		}
-		for _, prefix := range m.foreign {
-			if strings.Contains(m.text, "\n"+prefix) {
-				t.Errorf("%s exports %s*, a metric of the other daemon", m.daemon, prefix)
-			}
-		}
-		if !regexp.MustCompile(`(?m)^redpacket_build_info\{commit="[^"]+",go_version="go[^"]+",version="[^"]+"\} 1$`).
-			MatchString(m.text) {
-			t.Errorf("%s: no redpacket_build_info{commit,go_version,version} 1", m.daemon)
-		}
-		cmd := exec.Command(promtool, "check", "metrics")
-		cmd.Stdin = strings.NewReader(m.text)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("%s: promtool check metrics: %v\n%s", m.daemon, err, out)
-		}
+		checkDaemonMetrics(t, promtool, m)
 	}
 	// The HTTP metrics count the scrape itself, by route.
 	if v, ok := metricValue(scrape(t, s.base+"/metrics"), `redpacket_http_requests_total{code="2xx",route="GET /metrics"}`); !ok || v < 1 {
@@ -90,6 +62,45 @@ func TestOperationsMetricsAndHealthchecks(t *testing.T) {
 		if code, out := run(t, d, s.env, "healthcheck"); code != 1 || !strings.Contains(out, d+" healthcheck:") {
 			t.Errorf("%s healthcheck once it stopped: exit %d: %s; want 1 and the reason", d, code, out)
 		}
+	}
+}
+
+// daemonMetrics is what one daemon's /metrics must show.
+type daemonMetrics struct {
+	daemon, text string
+	zero         []string // series that must exist at 0
+	one          []string // series that must exist at 1
+	foreign      []string // metrics of the other daemon
+}
+
+// checkDaemonMetrics fails the test unless m.text has its zero and one
+// series at those values, none of the other daemon's metrics, the build
+// info, and passes `promtool check metrics`.
+func checkDaemonMetrics(t *testing.T, promtool string, m daemonMetrics) {
+	t.Helper()
+	for _, series := range m.zero {
+		if v, ok := metricValue(m.text, series); !ok || v != 0 {
+			t.Errorf("%s: %s = %v (present %v), want 0 from the start", m.daemon, series, v, ok)
+		}
+	}
+	for _, series := range m.one {
+		if v, ok := metricValue(m.text, series); !ok || v != 1 {
+			t.Errorf("%s: %s = %v (present %v), want 1", m.daemon, series, v, ok)
+		}
+	}
+	for _, prefix := range m.foreign {
+		if strings.Contains(m.text, "\n"+prefix) {
+			t.Errorf("%s exports %s*, a metric of the other daemon", m.daemon, prefix)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^redpacket_build_info\{commit="[^"]+",go_version="go[^"]+",version="[^"]+"\} 1$`).
+		MatchString(m.text) {
+		t.Errorf("%s: no redpacket_build_info{commit,go_version,version} 1", m.daemon)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(m.text)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: promtool check metrics: %v\n%s", m.daemon, err, out)
 	}
 }
 
