@@ -52,54 +52,11 @@ func TestCorruptionsAreDetected(t *testing.T) {
 	now := time.Now()
 	_, _, suspended := d.cleanSet(1001)
 
-	d.live(2001, "open", 0, 0, 100, 200, 300)
-	d.exec(`UPDATE packets SET amount_cents = amount_cents + 1 WHERE id = $1`, packet(2001, 0))
+	corruptSums(d, now)
+	corruptStatuses(d, now)
+	corruptRedis(t, d)
 
-	d.insert(2002, "loading", now, 100, 200, 300)
-	d.exec(`DELETE FROM packets WHERE id = $1`, packet(2002, 2))
-
-	d.live(2003, "open", 2, 2, 100, 200, 300)
-	d.exec(`UPDATE envelopes SET claimed_cents = claimed_cents - 1 WHERE id = 2003`)
-
-	d.settled(2004, now, 1, 100, 200, 300)
-	d.exec(`UPDATE envelopes SET refunded_cents = refunded_cents - 1 WHERE id = 2004`)
-
-	d.settled(2005, now, 1, 100, 200, 300)
-	d.exec(`UPDATE packets SET refunded_at = NULL WHERE id = $1`, packet(2005, 2))
-
-	d.settled(2006, now, 1, 100, 200, 300)
-	d.exec(`UPDATE envelopes SET settled_at = NULL WHERE id = 2006`)
-
-	d.live(2007, "open", 3, 3, 100, 200, 300) // all claimed, never marked sold_out
-
-	d.insert(2008, "open", now, 100, 200, 300)
-	d.claimFirst(2008, 2)
-	d.setStatus(2008, "sold_out")
-
-	d.insert(2009, "loading", now, 100, 200, 300)
-	d.claimFirst(2009, 1)
-	d.settle(2009, "failed")
-
-	d.live(2010, "open", 1, 1, 100, 200, 300)
-	if err := d.rdb.Del(d.ctx, d.keys.Meta(2010)).Err(); err != nil {
-		t.Fatal(err)
-	}
-
-	d.live(2011, "expired", 1, 1, 100, 200, 300)
-	if err := d.rdb.HSet(d.ctx, d.keys.Meta(2011), "grabbed_cents", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-
-	d.live(2012, "open", 1, 0, 100, 200, 300)
-	if err := d.rdb.LPop(d.ctx, d.keys.Pool(2012)).Err(); err != nil {
-		t.Fatal(err)
-	}
-
-	d.live(2013, "open", 0, 0, 100, 200, 300)
-	if err := d.rdb.HSet(d.ctx, d.keys.Meta(2013), "grabbed_cents", "lost").Err(); err != nil {
-		t.Fatal(err)
-	}
-
+	// A settled envelope with a claim conflict recorded against it.
 	d.settled(2014, now, 1, 100, 200, 300)
 	d.conflict(2014, packet(2014, 0), "someone-else", now)
 
@@ -122,6 +79,69 @@ func TestCorruptionsAreDetected(t *testing.T) {
 	})
 	if rep.Conflicts != 1 || !slices.Equal(rep.Suspended, []int64{suspended}) {
 		t.Errorf("conflicts %d, suspended %v; want 1, [%d]", rep.Conflicts, rep.Suspended, suspended)
+	}
+}
+
+// corruptSums writes envelopes 2001-2006, each with one sum or count
+// broken in PostgreSQL.
+func corruptSums(d *db, now time.Time) {
+	d.t.Helper()
+	d.live(2001, "open", 0, 0, 100, 200, 300)
+	d.exec(`UPDATE packets SET amount_cents = amount_cents + 1 WHERE id = $1`, packet(2001, 0))
+
+	d.insert(2002, "loading", now, 100, 200, 300)
+	d.exec(`DELETE FROM packets WHERE id = $1`, packet(2002, 2))
+
+	d.live(2003, "open", 2, 2, 100, 200, 300)
+	d.exec(`UPDATE envelopes SET claimed_cents = claimed_cents - 1 WHERE id = 2003`)
+
+	d.settled(2004, now, 1, 100, 200, 300)
+	d.exec(`UPDATE envelopes SET refunded_cents = refunded_cents - 1 WHERE id = 2004`)
+
+	d.settled(2005, now, 1, 100, 200, 300)
+	d.exec(`UPDATE packets SET refunded_at = NULL WHERE id = $1`, packet(2005, 2))
+
+	d.settled(2006, now, 1, 100, 200, 300)
+	d.exec(`UPDATE envelopes SET settled_at = NULL WHERE id = 2006`)
+}
+
+// corruptStatuses writes envelopes 2007-2009, each with a status that its
+// claims contradict.
+func corruptStatuses(d *db, now time.Time) {
+	d.t.Helper()
+	d.live(2007, "open", 3, 3, 100, 200, 300) // all claimed, never marked sold_out
+
+	d.insert(2008, "open", now, 100, 200, 300)
+	d.claimFirst(2008, 2)
+	d.setStatus(2008, "sold_out")
+
+	d.insert(2009, "loading", now, 100, 200, 300)
+	d.claimFirst(2009, 1)
+	d.settle(2009, "failed")
+}
+
+// corruptRedis writes envelopes 2010-2013, each with Redis's copy lost,
+// behind, or garbled.
+func corruptRedis(t *testing.T, d *db) {
+	t.Helper()
+	d.live(2010, "open", 1, 1, 100, 200, 300)
+	if err := d.rdb.Del(d.ctx, d.keys.Meta(2010)).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.live(2011, "expired", 1, 1, 100, 200, 300)
+	if err := d.rdb.HSet(d.ctx, d.keys.Meta(2011), "grabbed_cents", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.live(2012, "open", 1, 0, 100, 200, 300)
+	if err := d.rdb.LPop(d.ctx, d.keys.Pool(2012)).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.live(2013, "open", 0, 0, 100, 200, 300)
+	if err := d.rdb.HSet(d.ctx, d.keys.Meta(2013), "grabbed_cents", "lost").Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -52,73 +52,77 @@ func TestCheckEnvelopeConsistentRows(t *testing.T) {
 	}
 }
 
+// brokenInvariants are envelope rows, each with some invariants broken, and
+// the checks that must find them.
+var brokenInvariants = []struct {
+	name   string
+	row    func() envelopeRow
+	checks []string
+}{
+	{"packet missing", func() envelopeRow {
+		r := row("open", 0)
+		r.Packets.N, r.Packets.Cents = 3, 900
+		return r
+	}, []string{CheckPacketCount, CheckPacketSum}},
+	{"amount changed", func() envelopeRow {
+		r := row("open", 0)
+		r.Packets.Cents = 1001
+		return r
+	}, []string{CheckPacketSum}},
+	{"claimed_cents off", func() envelopeRow {
+		r := row("open", 400)
+		r.ClaimedCents = 399
+		return r
+	}, []string{CheckClaimedCents}},
+	{"refunded_cents off", func() envelopeRow {
+		r := row("settled", 400)
+		r.RefundedCents = 500
+		return r
+	}, []string{CheckRefundedCents, CheckClaimedPlusRefund}},
+	{"packet claimed and refunded", func() envelopeRow {
+		r := row("open", 400)
+		r.Packets.ClaimedAndRefunded, r.Packets.RefundedN, r.Packets.RefundedCents = 1, 1, 100
+		return r
+	}, []string{CheckClaimedAndRefunded, CheckRefundedCents}},
+	{"user twice", func() envelopeRow {
+		r := row("open", 400)
+		r.Packets.UsersTwice = 1
+		return r
+	}, []string{CheckUserTwice}},
+	{"claimed plus refunded over total, open", func() envelopeRow {
+		r := row("open", 400)
+		r.RefundedCents, r.Packets.RefundedCents, r.Packets.RefundedN = 700, 700, 3
+		return r
+	}, []string{CheckClaimedPlusRefund}},
+	{"settled short of total", func() envelopeRow {
+		r := row("settled", 400)
+		r.RefundedCents, r.Packets.RefundedCents = 500, 500
+		return r
+	}, []string{CheckClaimedPlusRefund}},
+	{"settled with a packet left", func() envelopeRow {
+		r := row("settled", 400)
+		r.Packets.RefundedN = 1
+		return r
+	}, []string{CheckUnaccounted}},
+	{"failed without settled_at", func() envelopeRow {
+		r := row("failed", 0)
+		r.HasSettledAt = false
+		return r
+	}, []string{CheckSettledAt}},
+	{"open but everything claimed", func() envelopeRow { return row("open", 1000) },
+		[]string{CheckSoldOutStatus}},
+	{"sold_out with cents left", func() envelopeRow {
+		r := row("sold_out", 1000)
+		r.ClaimedCents, r.Packets.ClaimedCents, r.Packets.ClaimedN = 900, 900, 3
+		return r
+	}, []string{CheckSoldOutStatus}},
+	{"failed with a claim", func() envelopeRow { return row("failed", 400) },
+		[]string{CheckFailedClaimed}},
+}
+
 func TestCheckEnvelopeFindsEachBrokenInvariant(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		row    func() envelopeRow
-		checks []string
-	}{
-		{"packet missing", func() envelopeRow {
-			r := row("open", 0)
-			r.Packets.N, r.Packets.Cents = 3, 900
-			return r
-		}, []string{CheckPacketCount, CheckPacketSum}},
-		{"amount changed", func() envelopeRow {
-			r := row("open", 0)
-			r.Packets.Cents = 1001
-			return r
-		}, []string{CheckPacketSum}},
-		{"claimed_cents off", func() envelopeRow {
-			r := row("open", 400)
-			r.ClaimedCents = 399
-			return r
-		}, []string{CheckClaimedCents}},
-		{"refunded_cents off", func() envelopeRow {
-			r := row("settled", 400)
-			r.RefundedCents = 500
-			return r
-		}, []string{CheckRefundedCents, CheckClaimedPlusRefund}},
-		{"packet claimed and refunded", func() envelopeRow {
-			r := row("open", 400)
-			r.Packets.ClaimedAndRefunded, r.Packets.RefundedN, r.Packets.RefundedCents = 1, 1, 100
-			return r
-		}, []string{CheckClaimedAndRefunded, CheckRefundedCents}},
-		{"user twice", func() envelopeRow {
-			r := row("open", 400)
-			r.Packets.UsersTwice = 1
-			return r
-		}, []string{CheckUserTwice}},
-		{"claimed plus refunded over total, open", func() envelopeRow {
-			r := row("open", 400)
-			r.RefundedCents, r.Packets.RefundedCents, r.Packets.RefundedN = 700, 700, 3
-			return r
-		}, []string{CheckClaimedPlusRefund}},
-		{"settled short of total", func() envelopeRow {
-			r := row("settled", 400)
-			r.RefundedCents, r.Packets.RefundedCents = 500, 500
-			return r
-		}, []string{CheckClaimedPlusRefund}},
-		{"settled with a packet left", func() envelopeRow {
-			r := row("settled", 400)
-			r.Packets.RefundedN = 1
-			return r
-		}, []string{CheckUnaccounted}},
-		{"failed without settled_at", func() envelopeRow {
-			r := row("failed", 0)
-			r.HasSettledAt = false
-			return r
-		}, []string{CheckSettledAt}},
-		{"open but everything claimed", func() envelopeRow { return row("open", 1000) },
-			[]string{CheckSoldOutStatus}},
-		{"sold_out with cents left", func() envelopeRow {
-			r := row("sold_out", 1000)
-			r.ClaimedCents, r.Packets.ClaimedCents, r.Packets.ClaimedN = 900, 900, 3
-			return r
-		}, []string{CheckSoldOutStatus}},
-		{"failed with a claim", func() envelopeRow { return row("failed", 400) },
-			[]string{CheckFailedClaimed}},
-	} {
+	for _, tc := range brokenInvariants {
 		if got := checks(checkEnvelope(tc.row())); !slices.Equal(got, tc.checks) {
 			t.Errorf("%s: checks %v, want %v", tc.name, got, tc.checks)
 		}

@@ -371,12 +371,18 @@ func TestWebhookRestartNeitherLosesNorFloods(t *testing.T) {
 	if rc.tries(nine[1]) != 0 {
 		t.Errorf("envelope 9's second event was sent before its first was accepted")
 	}
-	// Every event of envelopes 1-4 once, but for a request in flight at
-	// the stop (at most one per worker).
+	wantEachOnce(t, d, rc, before, cfg.Workers)
+}
+
+// wantEachOnce checks that the receiver accepted every event of envelopes
+// 1-4 once, in order, but for a request in flight at the stop (at most one
+// per worker). before is how many it had accepted before the restart.
+func wantEachOnce(t *testing.T, d db, rc *receiver, before, workers int) {
+	t.Helper()
 	want := d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 9`)
-	if got := rc.acceptedCount(); got < want || got > want+cfg.Workers {
+	if got := rc.acceptedCount(); got < want || got > want+workers {
 		t.Errorf("receiver accepted %d events (%d before the restart), want %d (+ at most %d repeats)",
-			got, before, want, cfg.Workers)
+			got, before, want, workers)
 	}
 	got := rc.byEnvelope()
 	delete(got, 9)

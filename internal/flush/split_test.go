@@ -56,6 +56,15 @@ func TestSplitHoldsAcrossRedisLossAndReload(t *testing.T) {
 	if err := f.Upkeep(ctx, false); err != nil { // settles it: sold out
 		t.Fatal(err)
 	}
+	wantSplitInGrantOrder(t, s, e, granted)
+}
+
+// wantSplitInGrantOrder checks that settled envelope e's split checks out
+// against its commitment, and that both its claims list and granted, in the
+// order of their order numbers, follow the committed packet order.
+func wantSplitInGrantOrder(t *testing.T, s *stack.Stack, e grab.Envelope, granted []grab.Claim) {
+	t.Helper()
+	ctx := context.Background()
 	sp, err := s.Svc.Split(ctx, e.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,22 @@ func TestOrderNumbersTwoGrabbers(t *testing.T) {
 	for id := int64(1); id <= 8; id++ {
 		loadEnvelope(t, procs[0].store, id, 150, now)
 	}
+	first := grabTwiceRace(t, procs, now)
+	top := wantOrderNosPerShard(t, first, date)
+	for shard, c := range top {
+		old, _, err := procs[0].orders.pg.ReserveOrderNos(ctx, date, shard, 1)
+		if err != nil || old < c {
+			t.Errorf("shard %d handed out counter %d; PostgreSQL had reserved up to %d (%v)", shard, c, old, err)
+		}
+	}
+}
+
+// grabTwiceRace has 1,500 users grab from envelopes 1-8 from 32 goroutines,
+// each twice, once on either grabber; it fails unless the second grab
+// repeats the first. It returns each user's first claim (none if sold out).
+func grabTwiceRace(t *testing.T, procs []orderProc, now time.Time) []redisstore.Claim {
+	t.Helper()
+	ctx := t.Context()
 	const users = 1500
 	first := make([]redisstore.Claim, users)
 	var (
@@ -130,6 +146,14 @@ func TestOrderNumbersTwoGrabbers(t *testing.T) {
 	if err, _ := failed.Load().(error); err != nil {
 		t.Fatal(err)
 	}
+	return first
+}
+
+// wantOrderNosPerShard checks that the 8*150 order numbers granted are
+// distinct and each from the sequence of its envelope's shard; it returns the
+// highest counter handed out per shard.
+func wantOrderNosPerShard(t *testing.T, first []redisstore.Claim, date string) map[int]int64 {
+	t.Helper()
 	seen := map[string]int{}
 	top := map[int]int64{}
 	for u, c := range first {
@@ -150,12 +174,7 @@ func TestOrderNumbersTwoGrabbers(t *testing.T) {
 	if len(seen) != 8*150 {
 		t.Fatalf("%d grants, want %d", len(seen), 8*150)
 	}
-	for shard, c := range top {
-		old, _, err := procs[0].orders.pg.ReserveOrderNos(ctx, date, shard, 1)
-		if err != nil || old < c {
-			t.Errorf("shard %d handed out counter %d; PostgreSQL had reserved up to %d (%v)", shard, c, old, err)
-		}
-	}
+	return top
 }
 
 // blockingReserver holds every reservation until released, and counts them.

@@ -116,8 +116,33 @@ func TestShortIDsConcurrent(t *testing.T) {
 	ctx := t.Context()
 	cfg := ShortIDConfig{Min: 1_000_000, Max: 1_014_999} // two thirds full at the end
 	gens := e.gens(cfg)
+	got := getTwiceRace(t, gens, cfg)
+	wantDistinctIDs(t, got, shortRaceUsers)
+	rows := checkBitmapMatchesPG(t, e, cfg.Min)
+	for user, id := range rows {
+		if want, _ := got.Load(user); want != id {
+			t.Fatalf("PostgreSQL has %s -> %d, Get returned %v", user, id, want)
+		}
+	}
+	// Asked again later, by either generator: the same id.
+	for _, s := range gens {
+		if id := mustShort(t, ctx, s, "user-7"); id != rows["user-7"] {
+			t.Fatalf("user-7 again: %d, want %d", id, rows["user-7"])
+		}
+	}
+}
+
+// shortRaceUsers is how many users getTwiceRace asks ids for.
+const shortRaceUsers = 10_000
+
+// getTwiceRace asks ids for shortRaceUsers users from 32 goroutines, twice
+// per user, from either generator; it fails on an id outside cfg's range or
+// a user given two ids. It returns the ids given, user -> id.
+func getTwiceRace(t *testing.T, gens []*ShortIDs, cfg ShortIDConfig) *sync.Map {
+	t.Helper()
+	ctx := t.Context()
 	const (
-		users      = 10_000
+		users      = shortRaceUsers
 		goroutines = 32
 	)
 	var (
@@ -150,6 +175,13 @@ func TestShortIDsConcurrent(t *testing.T) {
 	if err, _ := failed.Load().(error); err != nil {
 		t.Fatal(err)
 	}
+	return &got
+}
+
+// wantDistinctIDs checks that got, user -> id, holds an id for each of
+// users users, no two alike.
+func wantDistinctIDs(t *testing.T, got *sync.Map, users int) {
+	t.Helper()
 	byID := make(map[int64]string)
 	got.Range(func(u, id any) bool {
 		if other, dup := byID[id.(int64)]; dup {
@@ -160,18 +192,6 @@ func TestShortIDsConcurrent(t *testing.T) {
 	})
 	if len(byID) != users {
 		t.Fatalf("%d ids for %d users", len(byID), users)
-	}
-	rows := checkBitmapMatchesPG(t, e, cfg.Min)
-	for user, id := range rows {
-		if want, _ := got.Load(user); want != id {
-			t.Fatalf("PostgreSQL has %s -> %d, Get returned %v", user, id, want)
-		}
-	}
-	// Asked again later, by either generator: the same id.
-	for _, s := range gens {
-		if id := mustShort(t, ctx, s, "user-7"); id != rows["user-7"] {
-			t.Fatalf("user-7 again: %d, want %d", id, rows["user-7"])
-		}
 	}
 }
 

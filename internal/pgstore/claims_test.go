@@ -220,14 +220,7 @@ func TestApplyClaimsConflicts(t *testing.T) {
 		"1/100/bob/claimed_by_another_user", "1/999/dave/unknown_packet",
 		"1/200/erin/wrong_envelope", "1/102/alice/user_holds_another_packet",
 	}
-	rows := conflictRows(t, pool)
-	if !slices.Equal(sorted(rows), sorted(wantRows)) {
-		t.Errorf("claim_conflicts = %v, want %v", rows, wantRows)
-	}
-	var at time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT claimed_at FROM claim_conflicts WHERE user_id = 'bob'`).Scan(&at); err != nil || !at.Equal(stolen.ClaimedAt) {
-		t.Errorf("conflict claimed_at = %v, %v; want %v", at, err, stolen.ClaimedAt)
-	}
+	wantConflictsRecorded(t, pool, wantRows, stolen)
 
 	// Replayed, nothing new is applied, reported or recorded.
 	for range 2 {
@@ -243,12 +236,32 @@ func TestApplyClaimsConflicts(t *testing.T) {
 		t.Errorf("claimed_cents %d after replay, want 70", e.ClaimedCents)
 	}
 
-	// A refunded packet is never claimed.
+	wantRefundedNeverClaimed(t, s, pool)
+}
+
+// wantConflictsRecorded checks that claim_conflicts holds the rows want
+// ("envelope/packet/user/reason"), and the time of the stolen claim.
+func wantConflictsRecorded(t *testing.T, pool *pgxpool.Pool, want []string, stolen pgstore.Claim) {
+	t.Helper()
+	rows := conflictRows(t, pool)
+	if !slices.Equal(sorted(rows), sorted(want)) {
+		t.Errorf("claim_conflicts = %v, want %v", rows, want)
+	}
+	var at time.Time
+	if err := pool.QueryRow(t.Context(), `SELECT claimed_at FROM claim_conflicts WHERE user_id = 'bob'`).Scan(&at); err != nil || !at.Equal(stolen.ClaimedAt) {
+		t.Errorf("conflict claimed_at = %v, %v; want %v", at, err, stolen.ClaimedAt)
+	}
+}
+
+// wantRefundedNeverClaimed checks that a claim of a refunded packet
+// (packet 201) is a conflict and leaves the packet unclaimed.
+func wantRefundedNeverClaimed(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool) {
+	t.Helper()
 	if _, err := pool.Exec(t.Context(), `UPDATE packets SET refunded_at = now() WHERE id = 201`); err != nil {
 		t.Fatal(err)
 	}
 	refunded := claim(2, 201, "gina")
-	res = apply(t, s, refunded)
+	res := apply(t, s, refunded)
 	if res.Applied != 0 || !sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(refunded, "packet_refunded")}) {
 		t.Errorf("claim of a refunded packet = %+v", res)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"redpacket/internal/pgstore"
 )
 
@@ -17,6 +19,61 @@ import (
 // sender, the last claims of the largest envelope). A deep page costs what
 // the first does when both are reads of one index range.
 func BenchmarkHistoryPages(b *testing.B) {
+	n := benchReadsPackets(b)
+	s, pool := newStore(b)
+	// Writing the table takes minutes: bounded on its own, not by the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	writeHistoryTables(ctx, b, pool, n)
+
+	oldestClaim, oldestEnvelope := deepestKeys(ctx, pool)
+	far := t0.AddDate(100, 0, 0)
+	b.Run("user/first", func(b *testing.B) {
+		benchPage(b, func() (int, error) { return pageRows(s.UserClaims(ctx, "user-7", far, 1<<62, historyLimit)) })
+	})
+	b.Run("user/deepest", func(b *testing.B) {
+		benchPage(b, func() (int, error) {
+			return pageRows(s.UserClaims(ctx, "user-7", oldestClaim.at, oldestClaim.id, historyLimit))
+		})
+	})
+	b.Run("sender/first", func(b *testing.B) {
+		benchPage(b, func() (int, error) { return pageRows(s.SenderEnvelopes(ctx, "sender-7", far, 1<<62, historyLimit)) })
+	})
+	b.Run("sender/deepest", func(b *testing.B) {
+		benchPage(b, func() (int, error) {
+			return pageRows(s.SenderEnvelopes(ctx, "sender-7", oldestEnvelope.at, oldestEnvelope.id, historyLimit))
+		})
+	})
+	b.Run("envelope/first", func(b *testing.B) {
+		benchPage(b, func() (int, error) { return pageRows(s.EnvelopeClaims(ctx, 1, 1<<62, historyLimit)) })
+	})
+	b.Run("envelope/deepest", func(b *testing.B) {
+		benchPage(b, func() (int, error) { return pageRows(s.EnvelopeClaims(ctx, 1, 10+historyLimit, historyLimit)) })
+	})
+	// The reference: the same deepest pages read with OFFSET, which walks
+	// every newer row first.
+	b.Run("user/deepest-by-offset", func(b *testing.B) {
+		benchOffsetPage(ctx, b, pool, `SELECT p.id, e.sender_id FROM packets p JOIN envelopes e ON e.id = p.envelope_id
+			WHERE p.claimed_by = $1 ORDER BY p.claimed_at DESC, p.id DESC LIMIT $2 OFFSET $3`, "user-7")
+	})
+	b.Run("sender/deepest-by-offset", func(b *testing.B) {
+		benchOffsetPage(ctx, b, pool, `SELECT * FROM envelopes WHERE sender_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`, "sender-7")
+	})
+	b.Run("envelope/best", func(b *testing.B) {
+		for b.Loop() {
+			if c, err := s.BestClaim(ctx, 1); err != nil || c == nil {
+				b.Fatal(c, err)
+			}
+		}
+	})
+	_ = pgstore.ErrNotFound
+}
+
+// historyLimit is the page size of BenchmarkHistoryPages.
+const historyLimit = 100
+
+// benchReadsPackets is BENCH_READS_PACKETS, or 1,000,000 when unset.
+func benchReadsPackets(b *testing.B) int64 {
 	n := int64(1_000_000)
 	if v := os.Getenv("BENCH_READS_PACKETS"); v != "" {
 		var err error
@@ -24,14 +81,15 @@ func BenchmarkHistoryPages(b *testing.B) {
 			b.Fatalf("BENCH_READS_PACKETS=%q: want a number of at least 1000000", v)
 		}
 	}
-	s, pool := newStore(b)
-	// Writing the table takes minutes: bounded on its own, not by the test.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
+	return n
+}
+
+// writeHistoryTables fills the tables with n claimed packets.
+// Envelopes of 10 packets (1000..), but the first one holds 100,000; the
+// packet ids are those of envelope id*10+k; 1,000 users and 100
+// senders, claims 1 ms apart.
+func writeHistoryTables(ctx context.Context, b *testing.B, pool *pgxpool.Pool, n int64) {
 	start := time.Now()
-	// Envelopes of 10 packets (1000..), but the first one holds 100,000; the
-	// packet ids are those of envelope id*10+k; 1,000 users and 100
-	// senders, claims 1 ms apart.
 	envelopes := n / 10
 	for _, q := range []struct {
 		sql  string
@@ -55,87 +113,55 @@ func BenchmarkHistoryPages(b *testing.B) {
 		}
 	}
 	b.Logf("%d packets in %d envelopes written in %s", n, envelopes, time.Since(start).Round(time.Second))
+}
 
-	const limit = 100
-	var oldestClaim, oldestEnvelope struct {
-		at time.Time
-		id int64
-	}
-	_ = pool.QueryRow(ctx, `SELECT claimed_at, id FROM packets WHERE claimed_by = 'user-7' ORDER BY claimed_at, id OFFSET $1 LIMIT 1`, limit).
+// historyKey is a keyset cursor: a time and an id.
+type historyKey struct {
+	at time.Time
+	id int64
+}
+
+// deepestKeys are the cursors of the deepest pages: of user-7's claims and
+// of sender-7's envelopes.
+func deepestKeys(ctx context.Context, pool *pgxpool.Pool) (oldestClaim, oldestEnvelope historyKey) {
+	_ = pool.QueryRow(ctx, `SELECT claimed_at, id FROM packets WHERE claimed_by = 'user-7' ORDER BY claimed_at, id OFFSET $1 LIMIT 1`, historyLimit).
 		Scan(&oldestClaim.at, &oldestClaim.id)
-	_ = pool.QueryRow(ctx, `SELECT created_at, id FROM envelopes WHERE sender_id = 'sender-7' ORDER BY created_at, id OFFSET $1 LIMIT 1`, limit).
+	_ = pool.QueryRow(ctx, `SELECT created_at, id FROM envelopes WHERE sender_id = 'sender-7' ORDER BY created_at, id OFFSET $1 LIMIT 1`, historyLimit).
 		Scan(&oldestEnvelope.at, &oldestEnvelope.id)
-	far := t0.AddDate(100, 0, 0)
-	page := func(b *testing.B, read func() (int, error)) {
-		for b.Loop() {
-			got, err := read()
-			if err != nil || got != limit {
-				b.Fatalf("page of %d rows, %v; want %d", got, err, limit)
-			}
+	return oldestClaim, oldestEnvelope
+}
+
+// pageRows is the number of rows of a page read, and its error.
+func pageRows[T any](rows []T, err error) (int, error) { return len(rows), err }
+
+// benchPage times read, which must return a full page each time.
+func benchPage(b *testing.B, read func() (int, error)) {
+	for b.Loop() {
+		got, err := read()
+		if err != nil || got != historyLimit {
+			b.Fatalf("page of %d rows, %v; want %d", got, err, historyLimit)
 		}
 	}
-	b.Run("user/first", func(b *testing.B) {
-		page(b, func() (int, error) { r, err := s.UserClaims(ctx, "user-7", far, 1<<62, limit); return len(r), err })
-	})
-	b.Run("user/deepest", func(b *testing.B) {
-		page(b, func() (int, error) {
-			r, err := s.UserClaims(ctx, "user-7", oldestClaim.at, oldestClaim.id, limit)
-			return len(r), err
-		})
-	})
-	b.Run("sender/first", func(b *testing.B) {
-		page(b, func() (int, error) {
-			r, err := s.SenderEnvelopes(ctx, "sender-7", far, 1<<62, limit)
-			return len(r), err
-		})
-	})
-	b.Run("sender/deepest", func(b *testing.B) {
-		page(b, func() (int, error) {
-			r, err := s.SenderEnvelopes(ctx, "sender-7", oldestEnvelope.at, oldestEnvelope.id, limit)
-			return len(r), err
-		})
-	})
-	b.Run("envelope/first", func(b *testing.B) {
-		page(b, func() (int, error) { r, err := s.EnvelopeClaims(ctx, 1, 1<<62, limit); return len(r), err })
-	})
-	b.Run("envelope/deepest", func(b *testing.B) {
-		page(b, func() (int, error) { r, err := s.EnvelopeClaims(ctx, 1, 10+limit, limit); return len(r), err })
-	})
-	// The reference: the same deepest pages read with OFFSET, which walks
-	// every newer row first.
-	offsetPage := func(b *testing.B, sql, key string) {
-		var total int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM ("+sql+") t", key, 1<<30, 0).Scan(&total); err != nil {
-			b.Fatal(err)
-		}
-		page(b, func() (int, error) {
-			rows, err := pool.Query(ctx, sql, key, limit, total-limit-1)
-			if err != nil {
-				return 0, err
-			}
-			defer rows.Close()
-			n := 0
-			for rows.Next() {
-				n++
-			}
-			return n, rows.Err()
-		})
+}
+
+// benchOffsetPage times the deepest page of sql read with OFFSET.
+func benchOffsetPage(ctx context.Context, b *testing.B, pool *pgxpool.Pool, sql, key string) {
+	var total int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM ("+sql+") t", key, 1<<30, 0).Scan(&total); err != nil {
+		b.Fatal(err)
 	}
-	b.Run("user/deepest-by-offset", func(b *testing.B) {
-		offsetPage(b, `SELECT p.id, e.sender_id FROM packets p JOIN envelopes e ON e.id = p.envelope_id
-			WHERE p.claimed_by = $1 ORDER BY p.claimed_at DESC, p.id DESC LIMIT $2 OFFSET $3`, "user-7")
-	})
-	b.Run("sender/deepest-by-offset", func(b *testing.B) {
-		offsetPage(b, `SELECT * FROM envelopes WHERE sender_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`, "sender-7")
-	})
-	b.Run("envelope/best", func(b *testing.B) {
-		for b.Loop() {
-			if c, err := s.BestClaim(ctx, 1); err != nil || c == nil {
-				b.Fatal(c, err)
-			}
+	benchPage(b, func() (int, error) {
+		rows, err := pool.Query(ctx, sql, key, historyLimit, total-historyLimit-1)
+		if err != nil {
+			return 0, err
 		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n, rows.Err()
 	})
-	_ = pgstore.ErrNotFound
 }
 
 // BenchmarkApplyClaimsReadIndexes measures what the indexes of the reads

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestViews(t *testing.T) {
@@ -22,22 +24,50 @@ func TestViews(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type totals struct {
-		id                        int64
-		sender, status            string
-		count                     int
-		total, grabbedN, grabbedC int64
-		remaining, refunded       int64
-		settled                   bool
+	got := envelopeTotalsRows(t, pool)
+	want := []envelopeTotals{
+		{1, "sender-1", "settled", 4, 100, 2, 40, 2, 60, true},
+		{2, "sender-1", "sold_out", 2, 11, 2, 11, 0, 0, false},
+		{3, "sender-1", "loading", 3, 6, 0, 0, 3, 0, false},
 	}
+	if !slices.Equal(got, want) {
+		t.Errorf("envelope_totals =\n%+v\nwant\n%+v", got, want)
+	}
+
+	grabs := userGrabRows(t, pool)
+	wantGrabs := []string{
+		"alice 1 100 10 20300517000001",
+		"alice 2 200 5 -",
+		"bob 1 102 30 -",
+		"carol 2 201 6 -",
+	}
+	if !slices.Equal(grabs, wantGrabs) {
+		t.Errorf("user_grabs =\n%v\nwant\n%v", grabs, wantGrabs)
+	}
+}
+
+// envelopeTotals is a row of the envelope_totals view.
+type envelopeTotals struct {
+	id                        int64
+	sender, status            string
+	count                     int
+	total, grabbedN, grabbedC int64
+	remaining, refunded       int64
+	settled                   bool
+}
+
+// envelopeTotalsRows reads the envelope_totals view, by envelope.
+func envelopeTotalsRows(t *testing.T, pool *pgxpool.Pool) []envelopeTotals {
+	t.Helper()
+	ctx := t.Context()
 	rows, err := pool.Query(ctx, `SELECT envelope_id, sender_id, status, count, total_cents, grabbed_count,
 		grabbed_cents, remaining_count, refunded_cents, settled_at IS NOT NULL FROM envelope_totals ORDER BY envelope_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []totals
+	var got []envelopeTotals
 	for rows.Next() {
-		var r totals
+		var r envelopeTotals
 		if err := rows.Scan(&r.id, &r.sender, &r.status, &r.count, &r.total, &r.grabbedN, &r.grabbedC,
 			&r.remaining, &r.refunded, &r.settled); err != nil {
 			t.Fatal(err)
@@ -47,16 +77,15 @@ func TestViews(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	want := []totals{
-		{1, "sender-1", "settled", 4, 100, 2, 40, 2, 60, true},
-		{2, "sender-1", "sold_out", 2, 11, 2, 11, 0, 0, false},
-		{3, "sender-1", "loading", 3, 6, 0, 0, 3, 0, false},
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("envelope_totals =\n%+v\nwant\n%+v", got, want)
-	}
+	return got
+}
 
-	rows, err = pool.Query(ctx, `SELECT user_id, envelope_id, packet_id, amount_cents, coalesce(order_no, '-'), claimed_at
+// userGrabRows reads the user_grabs view as "user envelope packet amount
+// order" lines, by user and packet, and checks each grab's time.
+func userGrabRows(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	ctx := t.Context()
+	rows, err := pool.Query(ctx, `SELECT user_id, envelope_id, packet_id, amount_cents, coalesce(order_no, '-'), claimed_at
 		FROM user_grabs ORDER BY user_id, packet_id`)
 	if err != nil {
 		t.Fatal(err)
@@ -77,13 +106,5 @@ func TestViews(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	wantGrabs := []string{
-		"alice 1 100 10 20300517000001",
-		"alice 2 200 5 -",
-		"bob 1 102 30 -",
-		"carol 2 201 6 -",
-	}
-	if !slices.Equal(grabs, wantGrabs) {
-		t.Errorf("user_grabs =\n%v\nwant\n%v", grabs, wantGrabs)
-	}
+	return grabs
 }

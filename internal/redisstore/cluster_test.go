@@ -66,48 +66,61 @@ func TestClusterShardTagsSpreadOverMasters(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.RedisCluster(t)
 	c := rdb.(*redis.ClusterClient)
-	ctx := t.Context()
 	all := masters(t, c)
 	if len(all) < 3 {
 		t.Fatalf("cluster has masters %v; the tests need at least 3", all)
 	}
 	for _, p := range []string{"rp", prefix} { // the default prefix, and a test's own
-		k := redisstore.NewKeys(p, 16)
-		shardsOn := map[string][]int{}
-		for shard := range k.Shards() {
-			keys := shardKeys(k, shard)
-			slot, err := c.ClusterKeySlot(ctx, keys[0]).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if int(slot) != keySlot(keys[0]) {
-				t.Fatalf("CLUSTER KEYSLOT %s = %d, reference says %d", keys[0], slot, keySlot(keys[0]))
-			}
-			for _, key := range keys[1:] {
-				if s, err := c.ClusterKeySlot(ctx, key).Result(); err != nil || s != slot {
-					t.Fatalf("CLUSTER KEYSLOT %s = %d, %v; the shard's %s is in slot %d", key, s, err, keys[0], slot)
-				}
-			}
-			m := masterOf(t, c, keys[0])
-			shardsOn[m] = append(shardsOn[m], shard)
+		wantShardTagsSpread(t, c, all, p)
+	}
+	wantKeysWhereSlotMapSays(t, c, prefix)
+}
+
+// wantShardTagsSpread checks that each shard's keys under prefix p share a
+// slot, that the shards spread over the masters (all of them for the
+// default prefix), and that the identifier keys share a slot.
+func wantShardTagsSpread(t *testing.T, c *redis.ClusterClient, all []string, p string) {
+	t.Helper()
+	ctx := t.Context()
+	k := redisstore.NewKeys(p, 16)
+	shardsOn := map[string][]int{}
+	for shard := range k.Shards() {
+		keys := shardKeys(k, shard)
+		slot, err := c.ClusterKeySlot(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("prefix %q: shards per master %v", p, shardsOn)
-		switch {
-		case p == "rp" && len(shardsOn) != len(all):
-			t.Errorf("the default prefix's 16 shards are on %d of the %d masters: %v", len(shardsOn), len(all), shardsOn)
-		case len(shardsOn) < 2:
-			t.Errorf("prefix %q: all 16 shards on one master: %v", p, shardsOn)
+		if int(slot) != keySlot(keys[0]) {
+			t.Fatalf("CLUSTER KEYSLOT %s = %d, reference says %d", keys[0], slot, keySlot(keys[0]))
 		}
-		ids := []string{k.SharePool(), k.ShareDay("300101"), k.ShortIDs(), k.ShortIDsReady()}
-		for _, key := range ids[1:] {
-			if keySlot(key) != keySlot(ids[0]) {
-				t.Errorf("identifier keys %s and %s are in different slots", ids[0], key)
+		for _, key := range keys[1:] {
+			if s, err := c.ClusterKeySlot(ctx, key).Result(); err != nil || s != slot {
+				t.Fatalf("CLUSTER KEYSLOT %s = %d, %v; the shard's %s is in slot %d", key, s, err, keys[0], slot)
 			}
+		}
+		m := masterOf(t, c, keys[0])
+		shardsOn[m] = append(shardsOn[m], shard)
+	}
+	t.Logf("prefix %q: shards per master %v", p, shardsOn)
+	switch {
+	case p == "rp" && len(shardsOn) != len(all):
+		t.Errorf("the default prefix's 16 shards are on %d of the %d masters: %v", len(shardsOn), len(all), shardsOn)
+	case len(shardsOn) < 2:
+		t.Errorf("prefix %q: all 16 shards on one master: %v", p, shardsOn)
+	}
+	ids := []string{k.SharePool(), k.ShareDay("300101"), k.ShortIDs(), k.ShortIDsReady()}
+	for _, key := range ids[1:] {
+		if keySlot(key) != keySlot(ids[0]) {
+			t.Errorf("identifier keys %s and %s are in different slots", ids[0], key)
 		}
 	}
+}
 
-	// Where keys really land: write each shard's queue, then find it by
-	// scanning each master.
+// wantKeysWhereSlotMapSays checks where keys really land: it writes each
+// shard's queue, then finds it by scanning each master.
+func wantKeysWhereSlotMapSays(t *testing.T, c *redis.ClusterClient, prefix string) {
+	t.Helper()
+	ctx := t.Context()
 	k := redisstore.NewKeys(prefix, 16)
 	want := map[string]string{}
 	for shard := range k.Shards() {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"redpacket/internal/redisstore"
 )
 
@@ -23,30 +25,7 @@ func TestLoadEnvelope(t *testing.T) {
 	if err != nil || !loaded {
 		t.Fatalf("first LoadEnvelope = %v, %v; want true, nil", loaded, err)
 	}
-	pool := lrange(t, rdb, k.Pool(id))
-	if len(pool) != len(ps) {
-		t.Fatalf("pool holds %d packets, want %d", len(pool), len(ps))
-	}
-	for i, p := range ps {
-		if want := fmt.Sprintf("%d:%d", p.ID, p.AmountCents); pool[i] != want {
-			t.Errorf("pool[%d] = %q, want %q", i, pool[i], want)
-		}
-	}
-	meta, err := rdb.HGetAll(ctx, k.Meta(id)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantMeta := map[string]string{
-		"status": "open", "expires": "1900000000123", "count": "10",
-		"total": strconv.FormatInt(total, 10), "grabbed_cents": "0",
-		"starts": "0", "password": "", "recipients": "0",
-	}
-	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
-		t.Errorf("meta = %v, want %v", meta, wantMeta)
-	}
-	if exists(t, rdb, k.Claims(id)) {
-		t.Errorf("claims hash exists before any grab")
-	}
+	wantFreshLoad(t, s, rdb, id, total, ps)
 
 	// Some grabs, then loading again (with other packets) changes nothing.
 	now := expires.Add(-time.Minute)
@@ -71,6 +50,38 @@ func TestLoadEnvelope(t *testing.T) {
 	}
 	if n, _ := rdb.HLen(ctx, k.Claims(id)).Result(); n != 3 {
 		t.Errorf("claims after second load: %d, want 3", n)
+	}
+}
+
+// wantFreshLoad checks what a first load of envelope id leaves: the
+// packets ps in the pool in order, an open envelope's meta, and no claims.
+func wantFreshLoad(t *testing.T, s *redisstore.Store, rdb redis.UniversalClient, id, total int64, ps []redisstore.Packet) {
+	t.Helper()
+	ctx := t.Context()
+	k := s.Keys()
+	pool := lrange(t, rdb, k.Pool(id))
+	if len(pool) != len(ps) {
+		t.Fatalf("pool holds %d packets, want %d", len(pool), len(ps))
+	}
+	for i, p := range ps {
+		if want := fmt.Sprintf("%d:%d", p.ID, p.AmountCents); pool[i] != want {
+			t.Errorf("pool[%d] = %q, want %q", i, pool[i], want)
+		}
+	}
+	meta, err := rdb.HGetAll(ctx, k.Meta(id)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMeta := map[string]string{
+		"status": "open", "expires": "1900000000123", "count": "10",
+		"total": strconv.FormatInt(total, 10), "grabbed_cents": "0",
+		"starts": "0", "password": "", "recipients": "0",
+	}
+	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
+		t.Errorf("meta = %v, want %v", meta, wantMeta)
+	}
+	if exists(t, rdb, k.Claims(id)) {
+		t.Errorf("claims hash exists before any grab")
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"redpacket/internal/redisstore"
 )
 
@@ -32,77 +34,20 @@ func TestTakeAck(t *testing.T) {
 	shard := k.Shard(id)
 	now := time.Now()
 	load(t, s, id, 10, now)
-	users := make([]string, 10)
-	for i := range users {
-		users[i] = fmt.Sprintf("u%02d", i)
-		if _, err := s.Grab(ctx, id, users[i], now.Add(time.Duration(i)*time.Millisecond)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pending := func() []int64 {
-		t.Helper()
-		p, err := s.Pending(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p) != testShards {
-			t.Fatalf("Pending has %d shards, want %d", len(p), testShards)
-		}
-		return p
-	}
-	wantPending := func(n int64) {
-		t.Helper()
-		want := make([]int64, testShards)
-		want[shard] = n
-		if got := pending(); !slices.Equal(got, want) {
-			t.Errorf("Pending = %v, want %v", got, want)
-		}
-	}
-	wantPending(10)
+	users := grabInTurn(t, s, id, 10, now)
+	wantPending(t, s, shard, 10)
+
+	batch := takeOldest(t, s, rdb, shard, users[:4])
+	wantPending(t, s, shard, 10)
+	wantTakeRepeatsInflight(t, s, rdb, shard, batch)
+	ackOnlyInflight(t, s, rdb, shard, batch)
+	wantPending(t, s, shard, 6)
 
 	batch, err := s.Take(ctx, shard, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := queuedUsers(t, batch); !slices.Equal(got, users[:4]) {
-		t.Fatalf("first batch users %v, want the oldest %v", got, users[:4])
-	}
-	if n := llen(t, rdb, k.Consumed(shard)); n != 6 {
-		t.Errorf("consumed holds %d after take, want 6", n)
-	}
-	if got := lrange(t, rdb, k.Inflight(shard)); !slices.Equal(got, batch) {
-		t.Errorf("inflight = %v, want the batch %v", got, batch)
-	}
-	wantPending(10)
-
-	// Before Ack, Take hands out the same batch, whatever the size asked.
-	for _, max := range []int{4, 1, 100} {
-		again, err := s.Take(ctx, shard, max)
-		if err != nil || !slices.Equal(again, batch) {
-			t.Errorf("Take(max %d) before Ack = %v, %v; want the in-flight %v", max, again, err, batch)
-		}
-	}
-	if n := llen(t, rdb, k.Consumed(shard)); n != 6 {
-		t.Errorf("consumed holds %d after repeated takes, want 6", n)
-	}
-
-	// An ack of another batch leaves the in-flight one alone.
-	if acked, err := s.Ack(ctx, shard, batch[1:]); err != nil || acked {
-		t.Fatalf("Ack of a different batch = %v, %v; want it refused", acked, err)
-	}
-	if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
-		t.Fatalf("Ack = %v, %v", acked, err)
-	}
-	if exists(t, rdb, k.Inflight(shard)) {
-		t.Errorf("inflight still exists after Ack")
-	}
-	wantPending(6)
-
-	batch, err = s.Take(ctx, shard, 4)
 	if err != nil || !slices.Equal(queuedUsers(t, batch), users[4:8]) {
 		t.Fatalf("second batch = %v, %v; want users %v", batch, err, users[4:8])
 	}
-	wantPending(6)
+	wantPending(t, s, shard, 6)
 	if _, err := s.Ack(ctx, shard, batch); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +58,7 @@ func TestTakeAck(t *testing.T) {
 	if _, err := s.Ack(ctx, shard, batch); err != nil {
 		t.Fatal(err)
 	}
-	wantPending(0)
+	wantPending(t, s, shard, 0)
 	batch, err = s.Take(ctx, shard, 100)
 	if err != nil || batch == nil || len(batch) != 0 {
 		t.Errorf("Take of a drained shard = %#v, %v; want an empty slice", batch, err)
@@ -121,6 +66,90 @@ func TestTakeAck(t *testing.T) {
 	// Ack with nothing in flight is harmless.
 	if _, err := s.Ack(ctx, shard, batch); err != nil {
 		t.Errorf("Ack of nothing: %v", err)
+	}
+}
+
+// grabInTurn has users u00, u01, ... grab from envelope id one millisecond
+// apart, and returns them in the order they grabbed.
+func grabInTurn(t *testing.T, s *redisstore.Store, id int64, n int, now time.Time) []string {
+	t.Helper()
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%02d", i)
+		if _, err := s.Grab(t.Context(), id, users[i], now.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return users
+}
+
+// wantPending checks that Pending counts n claims in shard and none in any
+// other.
+func wantPending(t *testing.T, s *redisstore.Store, shard int, n int64) {
+	t.Helper()
+	got, err := s.Pending(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != testShards {
+		t.Fatalf("Pending has %d shards, want %d", len(got), testShards)
+	}
+	want := make([]int64, testShards)
+	want[shard] = n
+	if !slices.Equal(got, want) {
+		t.Errorf("Pending = %v, want %v", got, want)
+	}
+}
+
+// takeOldest takes a batch of 4 from a shard of 10 claims and checks that
+// it holds the oldest claims (of want), moved from consumed to in flight.
+func takeOldest(t *testing.T, s *redisstore.Store, rdb redis.UniversalClient, shard int, want []string) []string {
+	t.Helper()
+	k := s.Keys()
+	batch, err := s.Take(t.Context(), shard, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queuedUsers(t, batch); !slices.Equal(got, want) {
+		t.Fatalf("first batch users %v, want the oldest %v", got, want)
+	}
+	if n := llen(t, rdb, k.Consumed(shard)); n != 6 {
+		t.Errorf("consumed holds %d after take, want 6", n)
+	}
+	if got := lrange(t, rdb, k.Inflight(shard)); !slices.Equal(got, batch) {
+		t.Errorf("inflight = %v, want the batch %v", got, batch)
+	}
+	return batch
+}
+
+// wantTakeRepeatsInflight checks that before Ack, Take hands out the same
+// batch, whatever the size asked.
+func wantTakeRepeatsInflight(t *testing.T, s *redisstore.Store, rdb redis.UniversalClient, shard int, batch []string) {
+	t.Helper()
+	for _, max := range []int{4, 1, 100} {
+		again, err := s.Take(t.Context(), shard, max)
+		if err != nil || !slices.Equal(again, batch) {
+			t.Errorf("Take(max %d) before Ack = %v, %v; want the in-flight %v", max, again, err, batch)
+		}
+	}
+	if n := llen(t, rdb, s.Keys().Consumed(shard)); n != 6 {
+		t.Errorf("consumed holds %d after repeated takes, want 6", n)
+	}
+}
+
+// ackOnlyInflight checks that an ack of another batch leaves the in-flight
+// one alone, and that the ack of the in-flight batch removes it.
+func ackOnlyInflight(t *testing.T, s *redisstore.Store, rdb redis.UniversalClient, shard int, batch []string) {
+	t.Helper()
+	ctx := t.Context()
+	if acked, err := s.Ack(ctx, shard, batch[1:]); err != nil || acked {
+		t.Fatalf("Ack of a different batch = %v, %v; want it refused", acked, err)
+	}
+	if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+		t.Fatalf("Ack = %v, %v", acked, err)
+	}
+	if exists(t, rdb, s.Keys().Inflight(shard)) {
+		t.Errorf("inflight still exists after Ack")
 	}
 }
 
