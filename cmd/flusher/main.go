@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -199,7 +198,7 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
 		return err
 	}
-	clients, err := connect(ctx, cfg, log)
+	clients, err := daemon.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -236,20 +235,4 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	// Run returns after finishing the batch in hand once gctx ends.
 	g.Go(func() error { return f.Run(gctx) })
 	return g.Wait()
-}
-
-// connect opens the clients and refuses an evicting Redis before anything
-// is flushed.
-func connect(ctx context.Context, cfg config.Config, log *zap.Logger) (*daemon.Clients, error) {
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	clients, err := daemon.Connect(startCtx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
-		clients.Close()
-		return nil, err
-	}
-	return clients, nil
 }

@@ -104,7 +104,7 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 	var cleanups daemon.Cleanups
 	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
-	clients, err := connect(ctx, cfg, log)
+	clients, err := daemon.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -140,22 +140,6 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 		g.Go(func() error { return daemon.Serve(gctx, log, metrics, cfg.MetricsAddr, cfg.ShutdownTimeout) })
 	}
 	return g.Wait()
-}
-
-// connect opens the clients and refuses an evicting Redis before anything
-// is served.
-func connect(ctx context.Context, cfg config.Config, log *zap.Logger) (*daemon.Clients, error) {
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	clients, err := daemon.Connect(startCtx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := daemon.CheckRedis(startCtx, clients.Redis, log, cfg.GrabWaitReplicas); err != nil {
-		clients.Close()
-		return nil, err
-	}
-	return clients, nil
 }
 
 // newService builds the grab service over the clients; what it starts is

@@ -27,53 +27,6 @@ func (s *Spec) Report(t testing.TB, ex Exchange) {
 	}
 }
 
-// Handler returns h with every exchange it serves checked against the
-// contract; a drift fails t. Answers stream through as h writes them.
-func Handler(t testing.TB, h http.Handler, otherServer bool) http.Handler {
-	s := Require(t)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Errorf("read request body: %v", err)
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		tw := &teeWriter{ResponseWriter: w}
-		h.ServeHTTP(tw, r)
-		if tw.status == 0 {
-			tw.WriteHeader(http.StatusOK)
-		}
-		s.Report(t, Exchange{Request: r, RequestBody: body, Status: tw.status, Header: tw.header,
-			ResponseBody: tw.body.Bytes(), OtherServer: otherServer})
-	})
-}
-
-// teeWriter passes an answer through and keeps a copy of it.
-type teeWriter struct {
-	http.ResponseWriter
-	status int
-	header http.Header
-	body   bytes.Buffer
-}
-
-func (w *teeWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status, w.header = status, w.ResponseWriter.Header().Clone()
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *teeWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.WriteHeader(http.StatusOK)
-	}
-	w.body.Write(b)
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection (a long poll
-// moves its write deadline; answers are flushed).
-func (w *teeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // Transport returns base (nil: http.DefaultTransport) with every exchange
 // checked against the contract; a drift fails t. For clients of servers
 // run as processes.

@@ -9,9 +9,11 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"redpacket/internal/config"
 	"redpacket/internal/pgstore"
@@ -43,6 +45,25 @@ func Connect(ctx context.Context, c config.Config) (*Clients, error) {
 		return nil, err
 	}
 	if cl.Redis, err = redisstore.Connect(ctx, c.RedisURL, c.RedisClusterAddrs, c.RedisPoolSize); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}
+
+// startTimeout bounds connecting and checking the servers at start.
+const startTimeout = 30 * time.Second
+
+// Open is how a daemon starts: Connect, then refuse an evicting Redis
+// (CheckRedis) before anything is served or flushed, within startTimeout.
+func Open(ctx context.Context, c config.Config, log *zap.Logger) (*Clients, error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	cl, err := Connect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRedis(ctx, cl.Redis, log, c.GrabWaitReplicas); err != nil {
 		cl.Close()
 		return nil, err
 	}
