@@ -52,6 +52,9 @@ type Config struct {
 	LoadingFailAfter   time.Duration
 	SettleEvery        time.Duration
 	SettledKeyTTL      time.Duration
+	// LedgerRetention is how long after its settlement an envelope is kept
+	// before `flusher retention` archives and deletes it; 0 keeps it forever.
+	LedgerRetention time.Duration
 
 	IdempotencyTTL   time.Duration // how long a create's Idempotency-Key is remembered
 	UserGrabRate     int           // grabs a second per user across envelopes; 0: no limit
@@ -101,6 +104,7 @@ func Load(getenv func(string) string) (Config, error) {
 		LoadingFailAfter:   r.duration("LOADING_FAIL_AFTER", 10*time.Minute),
 		SettleEvery:        r.duration("SETTLE_EVERY", time.Second),
 		SettledKeyTTL:      r.duration("SETTLED_KEY_TTL", 24*time.Hour),
+		LedgerRetention:    r.duration("LEDGER_RETENTION", 0),
 
 		IdempotencyTTL:   r.duration("IDEMPOTENCY_TTL", 24*time.Hour),
 		UserGrabRate:     r.count("USER_GRAB_RATE", 0),
@@ -124,6 +128,12 @@ func Load(getenv func(string) string) (Config, error) {
 		// The short ids in use are a Redis bitmap over the range.
 		r.fail("SHORT_ID_MAX", strconv.FormatInt(c.ShortIDMax, 10),
 			fmt.Sprintf("SHORT_ID_MIN..SHORT_ID_MAX may hold at most %d ids", int64(maxShortIDs)))
+	}
+	if c.LedgerRetention != 0 && c.LedgerRetention < c.SettledKeyTTL {
+		// Until then Redis answers repeat grabs of a settled envelope from
+		// its claims; afterwards PostgreSQL does, and must still hold them.
+		r.fail("LEDGER_RETENTION", r.getenv("LEDGER_RETENTION"), "must be 0 (keep forever) or at least SETTLED_KEY_TTL ("+
+			shortDuration(c.SettledKeyTTL)+")")
 	}
 	return c, errors.Join(r.errs...)
 }
@@ -183,6 +193,9 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 	v := r.getenv(name)
 	if v == "" {
 		return def
+	}
+	if offWhenZero[name] && v == "0" {
+		return 0
 	}
 	b, ok := durationRanges[name]
 	if !ok {

@@ -68,3 +68,26 @@ func TestBadValues(t *testing.T) {
 		}
 	}
 }
+
+// LEDGER_RETENTION is off by default and at 0, and never shorter than
+// SETTLED_KEY_TTL: until then Redis answers repeats from a settled
+// envelope's claims, and afterwards PostgreSQL must still hold them.
+func TestLedgerRetention(t *testing.T) {
+	for _, v := range []string{"", "0"} {
+		if c, err := Load(env(map[string]string{"LEDGER_RETENTION": v})); err != nil || c.LedgerRetention != 0 {
+			t.Errorf("LEDGER_RETENTION=%q: %v, %v; want 0 (keep forever)", v, c.LedgerRetention, err)
+		}
+	}
+	c, err := Load(env(map[string]string{"LEDGER_RETENTION": "24h"}))
+	if err != nil || c.LedgerRetention != 24*time.Hour {
+		t.Errorf("LEDGER_RETENTION=24h, the default SETTLED_KEY_TTL: %v, %v", c.LedgerRetention, err)
+	}
+	for vars, want := range map[[2]string]bool{
+		{"23h", "24h"}: false, {"1h", "1h"}: true, {"720h", "168h"}: true, {"1h", "2h"}: false,
+	} {
+		_, err := Load(env(map[string]string{"LEDGER_RETENTION": vars[0], "SETTLED_KEY_TTL": vars[1]}))
+		if ok := err == nil; ok != want || (!ok && !strings.Contains(err.Error(), "LEDGER_RETENTION=")) {
+			t.Errorf("LEDGER_RETENTION=%s SETTLED_KEY_TTL=%s: %v, want accepted %v", vars[0], vars[1], err, want)
+		}
+	}
+}

@@ -58,7 +58,12 @@ var durationRanges = map[string]durationRange{
 	"WEBHOOK_MAX_BACKOFF":  {time.Millisecond, 7 * day},
 	"EVENTS_RETENTION":     {time.Minute, 100 * 365 * day},
 	"IDEMPOTENCY_TTL":      {time.Minute, 30 * day},
+	"LEDGER_RETENTION":     {time.Second, 100 * 365 * day}, // or 0: keep forever; never below SETTLED_KEY_TTL (config.go)
 }
+
+// offWhenZero are the durations for which 0 means "off" rather than a
+// value out of range.
+var offWhenZero = map[string]bool{"LEDGER_RETENTION": true}
 
 // shortDuration writes d as the README does: 5s, 2m, 168h.
 func shortDuration(d time.Duration) string {

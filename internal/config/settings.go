@@ -71,6 +71,7 @@ var Settings = []Setting{
 	{"WEBHOOK_MAX_BACKOFF", "5m", "longest pause before an event is tried again", Flusher},
 	{"WEBHOOK_WORKERS", "4", "webhook requests in flight at once", Flusher},
 	{"EVENTS_RETENTION", "168h", "age past which events are deleted", Flusher},
+	{"LEDGER_RETENTION", "0", "age past settlement at which flusher retention archives and deletes an envelope; 0: keep forever", Flusher},
 }
 
 // WriteSettings writes the settings d reads: each one's name and default,
