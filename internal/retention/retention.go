@@ -1,0 +1,289 @@
+// Package retention sheds old settled envelopes from the ledger (`flusher
+// retention`): it archives every row of each envelope settled longer ago
+// than the retention to files, PostgreSQL's COPY text format, then deletes
+// those rows, a batch of envelopes per transaction.
+//
+// A batch's transaction locks its envelopes (FOR UPDATE, skipping those a
+// concurrent run holds), writes their rows with COPY ... TO STDOUT, fsyncs
+// the files and the manifest, deletes exactly the rows it wrote (REPEATABLE
+// READ: the copies and the deletion read one snapshot, and a row changed
+// meanwhile fails the transaction), compares the counts and cents deleted
+// with those in the files, and only then commits. A failure before the
+// commit deletes nothing and takes the files back to where they stood; a
+// crash after the fsync leaves the rows in PostgreSQL and in the set, and the
+// next run archives them again into a set of its own.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/db/dbsqlc"
+)
+
+// Options say what a run removes and where it archives it.
+type Options struct {
+	OlderThan time.Duration // settled at least this long ago; must be positive
+	Dir       string        // the archive directory; each run makes a set in it
+	DryRun    bool          // only count what would be removed
+	Limit     int           // most envelopes a run removes; 0: every one due
+	Batch     int           // envelopes per transaction (default DefaultBatch)
+	// DeliveredOnly keeps an envelope while one of its events waits for the
+	// webhook receiver (set when WEBHOOK_URL is).
+	DeliveredOnly bool
+	Now           func() time.Time // default time.Now
+
+	failAt map[string]int64 // tests: a table's file fails a write past this size
+}
+
+// DefaultBatch is how many envelopes one transaction removes when
+// Options.Batch is not set.
+const DefaultBatch = 100
+
+// maxAttempts is how often a batch is tried when PostgreSQL refuses it for
+// a concurrent change (a serialization failure or a deadlock).
+const maxAttempts = 3
+
+// Totals are what a run removed (or, dry, would remove).
+type Totals struct {
+	Envelopes     int64
+	TotalCents    int64 // the envelopes' totals
+	ClaimedCents  int64 // of those, what users received
+	RefundedCents int64 // and what went back to the senders
+	Packets       int64
+	Recipients    int64 // envelope_recipients rows (not counted by a dry run)
+	Commitments   int64 // split_commitments rows (not counted by a dry run)
+	Events        int64 // events rows (not counted by a dry run)
+	Conflicts     int64 // claim_conflicts rows (not counted by a dry run)
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Cutoff  time.Time // envelopes settled before it were due
+	Set     string    // the file set written; "" when nothing was removed (or a dry run)
+	Removed Totals    // what was archived and deleted; a dry run's: what would be
+	Batches int
+}
+
+var (
+	errNotADirectory = errors.New("not a directory")
+	errInjected      = errors.New("injected failure")
+	// ErrMismatch means the rows a batch deleted differ from those it
+	// archived; the batch was rolled back.
+	ErrMismatch = errors.New("deleted rows differ from the archive")
+)
+
+// Run removes what is due. An error after some batches committed leaves
+// those removed (Result says what) and the rest in place.
+func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Result, error) {
+	if o.OlderThan <= 0 {
+		return Result{}, fmt.Errorf("retention: the age must be positive, not %s", o.OlderThan)
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	started := now()
+	r := &run{pool: pool, o: o, cutoff: started.Add(-o.OlderThan), started: started}
+	if o.DryRun {
+		return r.dry(ctx)
+	}
+	if o.Dir == "" {
+		return Result{}, errors.New("retention: no archive directory")
+	}
+	err := r.loop(ctx)
+	if r.set != nil {
+		r.set.manifest.Complete = err == nil
+		err = errors.Join(err, r.set.writeManifest())
+		r.set.close()
+		r.res.Set = r.set.dir
+	}
+	r.res.Cutoff = r.cutoff
+	return r.res, err
+}
+
+type run struct {
+	pool    *pgxpool.Pool
+	o       Options
+	cutoff  time.Time
+	started time.Time
+	columns map[string][]string
+	set     *set
+	res     Result
+}
+
+func (r *run) dry(ctx context.Context) (Result, error) {
+	due, err := dbsqlc.New(r.pool).RetentionDue(ctx, dbsqlc.RetentionDueParams{
+		Cutoff: r.cutoff, DeliveredOnly: r.o.DeliveredOnly, MaxRows: r.limit(),
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("count the envelopes settled before %s: %w", r.cutoff.UTC().Format(time.RFC3339), err)
+	}
+	return Result{Cutoff: r.cutoff, Removed: Totals{Envelopes: due.Envelopes, TotalCents: due.TotalCents,
+		ClaimedCents: due.ClaimedCents, RefundedCents: due.RefundedCents, Packets: due.Packets}}, nil
+}
+
+// limit is the run's limit as a row count.
+func (r *run) limit() int32 {
+	if r.o.Limit <= 0 || r.o.Limit > 1<<31-1 {
+		return 1<<31 - 1
+	}
+	return int32(r.o.Limit)
+}
+
+// loop removes batch after batch, oldest settlement first, until none is
+// due or the limit is reached.
+func (r *run) loop(ctx context.Context) error {
+	cols, err := readColumns(ctx, dbsqlc.New(r.pool))
+	if err != nil {
+		return err
+	}
+	r.columns = cols
+	k := key{}
+	for left := int64(r.limit()); left > 0; {
+		n := min(int64(r.o.Batch), left)
+		var got int
+		var err error
+		for attempt := 1; ; attempt++ {
+			got, k, err = r.batch(ctx, k, int32(n))
+			if err == nil || attempt == maxAttempts || !retryable(err) {
+				break
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if got == 0 {
+			return nil
+		}
+		left -= int64(got)
+	}
+	return nil
+}
+
+// key is where a run stands: the settlement and id of the last envelope
+// it locked.
+type key struct {
+	at time.Time
+	id int64
+}
+
+// batch removes up to n envelopes after k in one transaction, and returns
+// how many and the key of the last.
+func (r *run) batch(ctx context.Context, k key, n int32) (int, key, error) {
+	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return 0, k, wrapErr("begin a retention batch", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after a commit it does nothing
+	var mark *setMark
+	locked, removed, err := r.remove(ctx, tx, k, n, &mark)
+	if err != nil {
+		if mark != nil {
+			// Nothing was deleted: the set goes back to where it stood.
+			err = errors.Join(err, r.set.undo(*mark), r.set.writeManifest())
+		}
+		return 0, k, err
+	}
+	if len(locked) == 0 {
+		return 0, k, nil
+	}
+	// A commit that fails may still have happened: the files stay, and a
+	// later run archives again whatever is still there.
+	if err := tx.Commit(ctx); err != nil {
+		return 0, k, wrapErr("commit a retention batch", err)
+	}
+	r.add(removed)
+	last := locked[len(locked)-1]
+	return len(locked), key{at: last.SettledAt, id: last.ID}, nil
+}
+
+// remove locks up to n envelopes after k, archives their rows and deletes
+// them, in tx; *mark is set once the set's files may have changed.
+func (r *run) remove(ctx context.Context, tx pgx.Tx, k key, n int32, mark **setMark) (
+	[]dbsqlc.RetentionLockBatchRow, dbsqlc.RetentionDeleteRow, error) {
+	q := dbsqlc.New(tx)
+	var removed dbsqlc.RetentionDeleteRow
+	locked, err := q.RetentionLockBatch(ctx, dbsqlc.RetentionLockBatchParams{Cutoff: r.cutoff, AfterAt: k.at,
+		AfterID: k.id, DeliveredOnly: r.o.DeliveredOnly, MaxRows: n})
+	if err != nil || len(locked) == 0 {
+		return nil, removed, wrapErr("lock the envelopes due", err)
+	}
+	if r.set == nil {
+		if r.set, err = newSet(r.o.Dir, r.started, tables, r.columns, r.o.failAt); err != nil {
+			return nil, removed, err
+		}
+		r.set.manifest.SettledBefore = r.cutoff.UTC()
+	}
+	m := r.set.mark()
+	*mark = &m
+	ids := make([]int64, len(locked))
+	for i, l := range locked {
+		ids[i] = l.ID
+	}
+	if err := r.archive(ctx, tx, q, ids); err != nil {
+		return nil, removed, err
+	}
+	removed, err = q.RetentionDelete(ctx, dbsqlc.RetentionDeleteParams{EnvelopeIds: ids, Cutoff: r.cutoff})
+	if err != nil {
+		return nil, removed, wrapErr("delete the archived rows", err)
+	}
+	return locked, removed, r.set.check(m, removed, len(ids))
+}
+
+// archive writes the rows of the envelopes ids to the set's files and makes
+// them and the manifest durable.
+func (r *run) archive(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, ids []int64) error {
+	if err := q.RetentionSetBatch(ctx, ids); err != nil {
+		return wrapErr("name the batch", err)
+	}
+	conn := tx.Conn().PgConn()
+	for _, f := range r.set.files {
+		if _, err := conn.CopyTo(ctx, f, f.spec.copy); err != nil {
+			return fmt.Errorf("archive %s: %w", f.spec.name, err)
+		}
+	}
+	if err := r.set.sync(); err != nil {
+		return err
+	}
+	r.set.manifest.Envelopes += int64(len(ids))
+	r.set.manifest.Batches++
+	return r.set.writeManifest()
+}
+
+func (r *run) add(d dbsqlc.RetentionDeleteRow) {
+	t := &r.res.Removed
+	t.Envelopes += d.Envelopes
+	t.TotalCents += d.TotalCents
+	t.ClaimedCents += d.ClaimedCents
+	t.RefundedCents += d.RefundedCents
+	t.Packets += d.Packets
+	t.Recipients += d.Recipients
+	t.Commitments += d.Commitments
+	t.Events += d.Events
+	t.Conflicts += d.Conflicts
+	r.res.Batches++
+}
+
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// retryable reports PostgreSQL refusing a transaction for a concurrent one:
+// serialization_failure (a row of the snapshot changed) or deadlock_detected.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}

@@ -1,0 +1,129 @@
+package retention
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"redpacket/internal/testenv"
+)
+
+// A run archives and deletes the settled envelopes older than the
+// retention, every row of each, and leaves open and recently settled ones
+// alone; the manifest's rows and cents are those deleted, and a second run
+// finds nothing.
+func TestRunRemovesOnlyOldSettledEnvelopes(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	var want int64
+	for id := int64(1); id <= 5; id++ {
+		want += seed(t, pool, id, 10, "settled", now.Add(-48*time.Hour))
+	}
+	seed(t, pool, 6, 10, "settled", now.Add(-time.Hour))
+	seed(t, pool, 7, 10, "open", now.Add(-72*time.Hour))
+	before := count(t, pool, 6, 7)
+	o := options(t, 24*time.Hour)
+	res, err := Run(t.Context(), pool, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Removed; r.Envelopes != 5 || r.Packets != 50 || r.TotalCents != want || r.ClaimedCents+r.RefundedCents != want ||
+		r.Events != 30 || r.Conflicts != 5 || r.Recipients != 5 || r.Commitments != 5 || res.Batches != 3 {
+		t.Errorf("removed %+v in %d batches; want 5 envelopes, 50 packets, %d cents", r, res.Batches, want)
+	}
+	for name, n := range count(t, pool, 1, 2, 3, 4, 5) {
+		if n != 0 {
+			t.Errorf("%s still holds %d rows of the old settled envelopes", name, n)
+		}
+	}
+	if after := count(t, pool, 6, 7); !equalCounts(after, before) {
+		t.Errorf("the recent and the open envelope changed: %v, was %v", after, before)
+	}
+	m := manifestOf(t, res.Set)
+	if !m.Complete || m.Envelopes != 5 || m.Tables[1].Rows != 50 || m.Tables[0].Sums["total_cents"] != want ||
+		m.Tables[1].Sums["amount_cents"] != want || m.Tables[1].Sums["claimed_cents"] != res.Removed.ClaimedCents {
+		t.Errorf("manifest %+v does not match what was removed, %+v", m, res.Removed)
+	}
+	again, err := Run(t.Context(), pool, o)
+	if err != nil || again.Removed.Envelopes != 0 || again.Set != "" || len(sets(t, o.Dir)) != 1 {
+		t.Errorf("second run: %+v, %v; sets %v", again, err, sets(t, o.Dir))
+	}
+}
+
+func equalCounts(a, b map[string]int64) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+func manifestOf(t testing.TB, set string) Manifest {
+	t.Helper()
+	var m Manifest
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(set, manifestName))), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A dry run counts what a run would remove and changes nothing, on disk
+// either; -limit bounds both.
+func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	var want int64
+	for id := int64(1); id <= 3; id++ {
+		total := seed(t, pool, id, 4, "settled", now.Add(-time.Duration(10-id)*time.Hour))
+		if id <= 2 {
+			want += total
+		}
+	}
+	before := count(t, pool, 1, 2, 3)
+	o := options(t, time.Hour)
+	o.DryRun, o.Limit = true, 2
+	res, err := Run(t.Context(), pool, o)
+	if err != nil || res.Removed.Envelopes != 2 || res.Removed.Packets != 8 || res.Removed.TotalCents != want || res.Set != "" {
+		t.Errorf("dry run: %+v, %v; want 2 envelopes, 8 packets, %d cents", res, err, want)
+	}
+	if after := count(t, pool, 1, 2, 3); !equalCounts(after, before) || len(sets(t, o.Dir)) != 0 {
+		t.Errorf("the dry run changed something: %v, was %v; sets %v", after, before, sets(t, o.Dir))
+	}
+	o.DryRun = false
+	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 2 || count(t, pool, 3)["packets"] != 4 {
+		t.Errorf("a run of -limit 2: %+v, %v", res, err)
+	}
+}
+
+// A failure while the archive is written deletes nothing of its batch, and
+// the set holds only the batches that were deleted.
+func TestArchiveFailureDeletesNothing(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	for id := int64(1); id <= 4; id++ {
+		seed(t, pool, id, 10, "settled", now.Add(-48*time.Hour).Add(time.Duration(id)*time.Second))
+	}
+	o := options(t, 24*time.Hour)
+	// A batch writes about 1,000 bytes of packets: the second fails.
+	o.failAt = map[string]int64{"packets": 1500}
+	res, err := Run(t.Context(), pool, o)
+	if !errors.Is(err, errInjected) || res.Removed.Envelopes != 2 {
+		t.Fatalf("run with a failing disk: %+v, %v; want the first batch removed, then the failure", res, err)
+	}
+	if got := count(t, pool, 3, 4); got["envelopes"] != 2 || got["packets"] != 20 || got["events"] != 12 {
+		t.Errorf("the failed batch deleted rows: %v left", got)
+	}
+	m := manifestOf(t, res.Set)
+	lines := strings.Count(readFile(t, filepath.Join(res.Set, "packets.tsv")), "\n")
+	if m.Complete || m.Envelopes != 2 || m.Tables[1].Rows != 20 || lines != 20 {
+		t.Errorf("the set of the failed run: %+v, %d packet lines; want the first batch alone", m, lines)
+	}
+	o.failAt = nil
+	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 2 {
+		t.Errorf("the run after: %+v, %v", res, err)
+	}
+}
