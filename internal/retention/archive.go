@@ -103,11 +103,6 @@ type set struct {
 // newSet makes the run's directory and its empty files, and makes them
 // durable: the directory entry in parent, the files' entries in the set.
 func newSet(parent string, started time.Time, specs []table, columns map[string][]string, failAt map[string]int64) (*set, error) {
-	if st, err := os.Stat(parent); err != nil {
-		return nil, fmt.Errorf("archive directory (it is never created): %w", err)
-	} else if !st.IsDir() {
-		return nil, fmt.Errorf("archive directory %s: %w", parent, errNotADirectory)
-	}
 	dir, err := os.MkdirTemp(parent, started.UTC().Format(setNameLayout)+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("make the archive set: %w", err)
@@ -238,6 +233,17 @@ func writeFileSync(name string, b []byte) error {
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// checkDir refuses an archive directory that is not one; it is never
+// created (a mistyped path must not swallow an archive).
+func checkDir(dir string) error {
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("archive directory (it is never created): %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("archive directory %s: %w", dir, errNotADirectory)
 	}
 	return nil
 }

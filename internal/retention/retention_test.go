@@ -127,3 +127,16 @@ func TestArchiveFailureDeletesNothing(t *testing.T) {
 		t.Errorf("the run after: %+v, %v", res, err)
 	}
 }
+
+// An archive directory that does not exist is refused before anything is
+// read, not created.
+func TestRunRefusesMissingArchiveDir(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	seed(t, pool, 1, 2, "settled", now.Add(-48*time.Hour))
+	o := options(t, 24*time.Hour)
+	o.Dir = filepath.Join(o.Dir, "typo")
+	if _, err := Run(t.Context(), pool, o); err == nil || count(t, pool, 1)["packets"] != 2 {
+		t.Errorf("a missing archive directory: %v", err)
+	}
+}
