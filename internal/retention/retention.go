@@ -173,11 +173,11 @@ func (r *run) loop(ctx context.Context) error {
 	return nil
 }
 
-// key is where a run stands: the settlement and id of the last envelope
-// it locked.
+// key is where a run stands: the settlement of the last envelope it
+// locked. Envelopes settled at the same instant are looked at again, and
+// those removed are gone.
 type key struct {
 	at time.Time
-	id int64
 }
 
 // batch removes up to n envelopes after k in one transaction, and returns
@@ -206,8 +206,7 @@ func (r *run) batch(ctx context.Context, k key, n int32) (int, key, error) {
 		return 0, k, wrapErr("commit a retention batch", err)
 	}
 	r.add(removed)
-	last := locked[len(locked)-1]
-	return len(locked), key{at: last.SettledAt, id: last.ID}, nil
+	return len(locked), key{at: locked[len(locked)-1].SettledAt}, nil
 }
 
 // remove locks up to n envelopes after k, archives their rows and deletes
@@ -217,7 +216,7 @@ func (r *run) remove(ctx context.Context, tx pgx.Tx, k key, n int32, mark **setM
 	q := dbsqlc.New(tx)
 	var removed dbsqlc.RetentionDeleteRow
 	locked, err := q.RetentionLockBatch(ctx, dbsqlc.RetentionLockBatchParams{Cutoff: r.cutoff, AfterAt: k.at,
-		AfterID: k.id, DeliveredOnly: r.o.DeliveredOnly, MaxRows: n})
+		DeliveredOnly: r.o.DeliveredOnly, MaxRows: n})
 	if err != nil || len(locked) == 0 {
 		return nil, removed, wrapErr("lock the envelopes due", err)
 	}

@@ -194,7 +194,7 @@ WITH due AS (
     WHERE v.status = 'settled' AND v.settled_at < $1::timestamptz
       AND (NOT $2::boolean OR NOT EXISTS (
           SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
-    ORDER BY v.settled_at, v.id
+    ORDER BY v.settled_at
     LIMIT $3::int
 )
 SELECT count(*) AS envelopes,
@@ -238,19 +238,17 @@ func (q *Queries) RetentionDue(ctx context.Context, arg RetentionDueParams) (Ret
 const RetentionLockBatch = `-- name: RetentionLockBatch :many
 SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
-WHERE v.status = 'settled' AND v.settled_at < $1::timestamptz
-  AND (v.settled_at, v.id) > ($2::timestamptz, $3::bigint)
-  AND (NOT $4::boolean OR NOT EXISTS (
+WHERE v.status = 'settled' AND v.settled_at < $1::timestamptz AND v.settled_at >= $2::timestamptz
+  AND (NOT $3::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
-ORDER BY v.settled_at, v.id
-LIMIT $5::int
+ORDER BY v.settled_at
+LIMIT $4::int
 FOR UPDATE OF v SKIP LOCKED
 `
 
 type RetentionLockBatchParams struct {
 	Cutoff        time.Time
 	AfterAt       time.Time
-	AfterID       int64
 	DeliveredOnly bool
 	MaxRows       int32
 }
@@ -261,16 +259,19 @@ type RetentionLockBatchRow struct {
 }
 
 // RetentionLockBatch locks, oldest settlement first, up to max_rows
-// envelopes settled before cutoff after the key (after_at, after_id), and
-// skips those another transaction holds (a concurrent retention run). With
+// envelopes settled before cutoff and not before after_at, and skips those
+// another transaction holds (a concurrent retention run). With
 // delivered_only (a webhook is configured) an envelope with an event the
-// receiver has not accepted waits until it has. RetentionDue must select the
-// same envelopes.
+// receiver has not accepted waits until it has. It walks
+// envelopes_settled_at_idx in order and stops at max_rows: ordered by
+// (settled_at, id), it would sort every envelope due for each batch. The
+// rows of an envelope it locks are deleted in the same transaction, so
+// after_at (the last batch's latest settlement) never makes it find one
+// twice. RetentionDue must select the same envelopes.
 func (q *Queries) RetentionLockBatch(ctx context.Context, arg RetentionLockBatchParams) ([]RetentionLockBatchRow, error) {
 	rows, err := q.db.Query(ctx, RetentionLockBatch,
 		arg.Cutoff,
 		arg.AfterAt,
-		arg.AfterID,
 		arg.DeliveredOnly,
 		arg.MaxRows,
 	)

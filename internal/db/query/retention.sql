@@ -1,17 +1,20 @@
 -- name: RetentionLockBatch :many
 -- RetentionLockBatch locks, oldest settlement first, up to max_rows
--- envelopes settled before cutoff after the key (after_at, after_id), and
--- skips those another transaction holds (a concurrent retention run). With
+-- envelopes settled before cutoff and not before after_at, and skips those
+-- another transaction holds (a concurrent retention run). With
 -- delivered_only (a webhook is configured) an envelope with an event the
--- receiver has not accepted waits until it has. RetentionDue must select the
--- same envelopes.
+-- receiver has not accepted waits until it has. It walks
+-- envelopes_settled_at_idx in order and stops at max_rows: ordered by
+-- (settled_at, id), it would sort every envelope due for each batch. The
+-- rows of an envelope it locks are deleted in the same transaction, so
+-- after_at (the last batch's latest settlement) never makes it find one
+-- twice. RetentionDue must select the same envelopes.
 SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
-WHERE v.status = 'settled' AND v.settled_at < @cutoff::timestamptz
-  AND (v.settled_at, v.id) > (@after_at::timestamptz, @after_id::bigint)
+WHERE v.status = 'settled' AND v.settled_at < @cutoff::timestamptz AND v.settled_at >= @after_at::timestamptz
   AND (NOT @delivered_only::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
-ORDER BY v.settled_at, v.id
+ORDER BY v.settled_at
 LIMIT @max_rows::int
 FOR UPDATE OF v SKIP LOCKED;
 
@@ -25,7 +28,7 @@ WITH due AS (
     WHERE v.status = 'settled' AND v.settled_at < @cutoff::timestamptz
       AND (NOT @delivered_only::boolean OR NOT EXISTS (
           SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
-    ORDER BY v.settled_at, v.id
+    ORDER BY v.settled_at
     LIMIT @max_rows::int
 )
 SELECT count(*) AS envelopes,
