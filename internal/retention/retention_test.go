@@ -140,3 +140,19 @@ func TestRunRefusesMissingArchiveDir(t *testing.T) {
 		t.Errorf("a missing archive directory: %v", err)
 	}
 }
+
+// With a webhook, an envelope stays while the receiver has not accepted
+// one of its events, and goes once it has.
+func TestDeliveredOnlyWaitsForTheWebhook(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	seed(t, pool, 1, 4, "settled", now.Add(-48*time.Hour))
+	seed(t, pool, 2, 4, "settled", now.Add(-48*time.Hour))
+	exec(t, pool, `UPDATE events SET delivered_at = $1 WHERE envelope_id = 2`, now)
+	o := options(t, 24*time.Hour)
+	o.DeliveredOnly = true
+	res, err := Run(t.Context(), pool, o)
+	if err != nil || res.Removed.Envelopes != 1 || count(t, pool, 1)["events"] != 3 || count(t, pool, 2)["envelopes"] != 0 {
+		t.Errorf("run: %+v, %v; want envelope 2 removed and envelope 1, with undelivered events, kept", res, err)
+	}
+}
