@@ -227,6 +227,9 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	if err := startEvents(gctx, g, &cleanups, cfg, evCfg, pgstore.New(clients.PG), log); err != nil {
 		return err
 	}
+	if err := startRetention(gctx, g, cfg, evCfg, clients.PG, log); err != nil {
+		return err
+	}
 	// The probes and metrics, answered as the API answers (JSON errors,
 	// Allow on a 405), within the same limits as the grabber's server. A
 	// port it cannot listen on stops the flusher rather than let it run

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"redpacket/internal/config"
 	"redpacket/internal/retention"
@@ -15,8 +20,8 @@ const retentionSynopsis = "-archive-dir DIR [-older-than DURATION] [-limit N] [-
 
 // runRetention is `flusher retention`: archive the rows of the envelopes
 // settled longer ago than -older-than (LEDGER_RETENTION by default) into a
-// new set of files under -archive-dir, then delete them. For cron: the
-// daemon does not run it.
+// new set of files under -archive-dir, then delete them. For cron, unless
+// the daemon runs it (LEDGER_ARCHIVE_DIR).
 func runRetention(args []string) error {
 	fs := flag.NewFlagSet("retention", flag.ContinueOnError)
 	dir := fs.String("archive-dir", "", "directory of the archive (it must exist); each run writes a set of its own in it")
@@ -54,7 +59,7 @@ func runRetention(args []string) error {
 	}
 	defer closeDB()
 	res, err := retention.Run(ctx, pool, retention.Options{OlderThan: age, Dir: *dir, DryRun: *dryRun, Limit: *limit,
-		Batch: *batch, DeliveredOnly: evCfg.WebhookURL != ""})
+		Batch: *batch, DeliveredOnly: evCfg.WebhookEnabled()})
 	if err == nil || res.Batches > 0 || res.Set != "" {
 		printRetention(res, *dryRun) // what committed stays removed, even after an error
 	}
@@ -93,4 +98,22 @@ func printRetention(r retention.Result, dry bool) {
 	if r.Set != "" {
 		fmt.Println("archive:", r.Set)
 	}
+}
+
+// startRetention runs retention in the daemon, hourly, when
+// LEDGER_ARCHIVE_DIR is set (config refuses it without LEDGER_RETENTION); a
+// directory that does not exist stops the flusher at start.
+func startRetention(ctx context.Context, g *errgroup.Group, cfg config.Config, ev config.Events, pool *pgxpool.Pool,
+	log *zap.Logger) error {
+	if cfg.LedgerArchiveDir == "" {
+		return nil
+	}
+	if err := retention.CheckDir(cfg.LedgerArchiveDir); err != nil {
+		return fmt.Errorf("LEDGER_ARCHIVE_DIR: %w", err)
+	}
+	loop := &retention.Loop{Pool: pool, Log: log, Options: retention.Options{
+		OlderThan: cfg.LedgerRetention, Dir: cfg.LedgerArchiveDir, DeliveredOnly: ev.WebhookEnabled(),
+	}}
+	g.Go(func() error { return loop.Run(ctx) })
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,9 @@ type Config struct {
 	// LedgerRetention is how long after its settlement an envelope is kept
 	// before `flusher retention` archives and deletes it; 0 keeps it forever.
 	LedgerRetention time.Duration
+	// LedgerArchiveDir, when set, makes the flusher daemon run retention
+	// itself, archiving into it; "" leaves retention to the command.
+	LedgerArchiveDir string
 
 	IdempotencyTTL   time.Duration // how long a create's Idempotency-Key is remembered
 	UserGrabRate     int           // grabs a second per user across envelopes; 0: no limit
@@ -105,6 +109,7 @@ func Load(getenv func(string) string) (Config, error) {
 		SettleEvery:        r.duration("SETTLE_EVERY", time.Second),
 		SettledKeyTTL:      r.duration("SETTLED_KEY_TTL", 24*time.Hour),
 		LedgerRetention:    r.duration("LEDGER_RETENTION", 0),
+		LedgerArchiveDir:   r.str("LEDGER_ARCHIVE_DIR", ""),
 
 		IdempotencyTTL:   r.duration("IDEMPOTENCY_TTL", 24*time.Hour),
 		UserGrabRate:     r.count("USER_GRAB_RATE", 0),
@@ -134,6 +139,13 @@ func Load(getenv func(string) string) (Config, error) {
 		// its claims; afterwards PostgreSQL does, and must still hold them.
 		r.fail("LEDGER_RETENTION", r.getenv("LEDGER_RETENTION"), "must be 0 (keep forever) or at least SETTLED_KEY_TTL ("+
 			shortDuration(c.SettledKeyTTL)+")")
+	}
+	switch {
+	case c.LedgerArchiveDir != "" && c.LedgerRetention == 0:
+		r.fail("LEDGER_ARCHIVE_DIR", c.LedgerArchiveDir, "is for the retention, which LEDGER_RETENTION=0 turns off; "+
+			"set LEDGER_RETENTION, or leave LEDGER_ARCHIVE_DIR empty")
+	case c.LedgerArchiveDir != "" && !filepath.IsAbs(c.LedgerArchiveDir):
+		r.fail("LEDGER_ARCHIVE_DIR", c.LedgerArchiveDir, "must be an absolute path")
 	}
 	return c, errors.Join(r.errs...)
 }

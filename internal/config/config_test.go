@@ -91,3 +91,18 @@ func TestLedgerRetention(t *testing.T) {
 		}
 	}
 }
+
+// LEDGER_ARCHIVE_DIR turns the daemon's retention on: it needs a retention
+// and an absolute path.
+func TestLedgerArchiveDir(t *testing.T) {
+	for vars, want := range map[[2]string]bool{
+		{"/srv/archive", "48h"}: true, {"/srv/archive", "0"}: false, {"/srv/archive", ""}: false,
+		{"archive", "48h"}: false, {"", "48h"}: true,
+	} {
+		c, err := Load(env(map[string]string{"LEDGER_ARCHIVE_DIR": vars[0], "LEDGER_RETENTION": vars[1]}))
+		if ok := err == nil; ok != want || (!ok && !strings.Contains(err.Error(), "LEDGER_ARCHIVE_DIR=")) ||
+			(ok && c.LedgerArchiveDir != vars[0]) {
+			t.Errorf("LEDGER_ARCHIVE_DIR=%q LEDGER_RETENTION=%q: %q, %v; want accepted %v", vars[0], vars[1], c.LedgerArchiveDir, err, want)
+		}
+	}
+}

@@ -72,6 +72,7 @@ var Settings = []Setting{
 	{"WEBHOOK_WORKERS", "4", "webhook requests in flight at once", Flusher},
 	{"EVENTS_RETENTION", "168h", "age past which events are deleted", Flusher},
 	{"LEDGER_RETENTION", "0", "age past settlement at which flusher retention archives and deletes an envelope; 0: keep forever", Flusher},
+	{"LEDGER_ARCHIVE_DIR", "", "when set (with LEDGER_RETENTION), the flusher runs retention hourly, archiving there", Flusher},
 }
 
 // WriteSettings writes the settings d reads: each one's name and default,
