@@ -237,9 +237,10 @@ func writeFileSync(name string, b []byte) error {
 	return nil
 }
 
-// checkDir refuses an archive directory that is not one; it is never
-// created (a mistyped path must not swallow an archive).
-func checkDir(dir string) error {
+// CheckDir refuses an archive directory that is not one; it is never
+// created (a mistyped path must not swallow an archive). The daemon checks
+// LEDGER_ARCHIVE_DIR with it at start.
+func CheckDir(dir string) error {
 	if st, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("archive directory (it is never created): %w", err)
 	} else if !st.IsDir() {

@@ -2,6 +2,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/testenv"
 )
 
@@ -173,5 +175,48 @@ func TestEveryEnvelopeTableIsArchived(t *testing.T) {
 	}
 	if len(found) < len(tables)-1 {
 		t.Errorf("found only %v; is the query right?", found)
+	}
+}
+
+// check refuses a deletion that differs from what the files received in
+// any count or sum, and accepts one that matches.
+func TestCheckComparesEveryFigure(t *testing.T) {
+	t.Parallel()
+	s := &set{}
+	for _, tb := range tables {
+		s.files = append(s.files, &tableFile{spec: tb, sums: make([]int64, len(tb.sums))})
+	}
+	m := s.mark()
+	env, pk := s.files[0], s.files[1]
+	env.rows, env.sums = 1, []int64{300, 200, 100}
+	pk.rows, pk.sums = 3, []int64{300, 200, 100}
+	for _, f := range s.files[2:] {
+		f.rows = 2
+	}
+	ok := dbsqlc.RetentionDeleteRow{Envelopes: 1, TotalCents: 300, ClaimedCents: 200, RefundedCents: 100, Packets: 3,
+		PacketCents: 300, PacketClaimedCents: 200, PacketRefundedCents: 100, Recipients: 2, Commitments: 2, Events: 2, Conflicts: 2}
+	if err := s.check(m, ok, 1); err != nil {
+		t.Fatalf("a matching deletion: %v", err)
+	}
+	type row = dbsqlc.RetentionDeleteRow
+	for name, bad := range map[string]func(*row){
+		"envelopes":       func(d *row) { d.Envelopes = 2 },
+		"total":           func(d *row) { d.TotalCents++ },
+		"claimed":         func(d *row) { d.ClaimedCents-- },
+		"refunded":        func(d *row) { d.RefundedCents++ },
+		"packets":         func(d *row) { d.Packets++ },
+		"packet cents":    func(d *row) { d.PacketCents++ },
+		"packet claimed":  func(d *row) { d.PacketClaimedCents++ },
+		"packet refunded": func(d *row) { d.PacketRefundedCents-- },
+		"recipients":      func(d *row) { d.Recipients++ },
+		"commitments":     func(d *row) { d.Commitments-- },
+		"events":          func(d *row) { d.Events++ },
+		"conflicts":       func(d *row) { d.Conflicts++ },
+	} {
+		d := ok
+		bad(&d)
+		if err := s.check(m, d, 1); !errors.Is(err, ErrMismatch) {
+			t.Errorf("%s differs: %v, want ErrMismatch", name, err)
+		}
 	}
 }

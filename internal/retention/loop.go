@@ -53,7 +53,3 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	}
 }
-
-// CheckDir refuses an archive directory that does not exist (the daemon
-// checks it at start).
-func CheckDir(dir string) error { return checkDir(dir) }

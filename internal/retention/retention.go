@@ -100,7 +100,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Result, error) {
 	if o.Dir == "" {
 		return Result{}, errors.New("retention: no archive directory")
 	}
-	if err := checkDir(o.Dir); err != nil {
+	if err := CheckDir(o.Dir); err != nil {
 		return Result{}, err
 	}
 	err := r.loop(ctx)
