@@ -251,7 +251,7 @@ func TestGivingUpCanBeRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Redis step ran, then the flusher died before PostgreSQL's.
-	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, time.Hour); err != nil || loaded {
+	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, 3, time.Hour); err != nil || loaded {
 		t.Fatalf("Fail = %v, %v", loaded, err)
 	}
 	if err := f.Upkeep(ctx, true); err != nil {

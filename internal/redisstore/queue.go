@@ -159,9 +159,9 @@ type Live struct {
 // Live reads an envelope's live counts in one round trip.
 func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	pipe := s.rdb.Pipeline()
-	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), "status", "grabbed_cents")
+	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), fieldStatus, fieldGrabbedCents, fieldClaimed)
 	pool := pipe.LLen(ctx, s.keys.Pool(envelopeID))
-	claims := pipe.HLen(ctx, s.keys.Claims(envelopeID))
+	legacy := pipe.HLen(ctx, s.keys.Claims(envelopeID))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: %w", envelopeID, err)
 	}
@@ -175,7 +175,17 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	if err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: grabbed_cents %q", envelopeID, cents)
 	}
-	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims.Val(), GrabbedCents: grabbed}, nil
+	// The buckets' claims are counted in the meta; an envelope loaded before
+	// buckets has no count and its one hash is counted instead.
+	claims := legacy.Val()
+	if c, ok := vals[2].(string); ok {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			return Live{}, fmt.Errorf("live state of envelope %d: claimed %q", envelopeID, c)
+		}
+		claims += n
+	}
+	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims, GrabbedCents: grabbed}, nil
 }
 
 // Reject keeps claims the flusher cannot read in the shard's rejected list,
