@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -121,19 +120,14 @@ func scanClaims(ctx context.Context, rdb redis.UniversalClient, hash string, cla
 	}
 }
 
-// parseHeld reads "<packet>:<amount>:<grabbed_ms>:<order_no>"; a claim that
-// does not parse compares unequal to any PostgreSQL holds.
+// parseHeld reads a claim as Redis holds it; a claim that does not parse
+// compares unequal to any PostgreSQL holds.
 func parseHeld(raw string) heldClaim {
-	f := strings.SplitN(raw, ":", 4)
-	if len(f) != 4 {
+	c, err := redisstore.ParseClaim(raw)
+	if err != nil {
 		return heldClaim{Packet: -1}
 	}
-	packet, err1 := strconv.ParseInt(f[0], 10, 64)
-	amount, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return heldClaim{Packet: -1}
-	}
-	return heldClaim{Packet: packet, Amount: amount, OrderNo: f[3]}
+	return heldClaim{Packet: c.PacketID, Amount: c.AmountCents, OrderNo: c.OrderNo}
 }
 
 // pgClaims reads PostgreSQL's claims of the envelopes (SettledClaims).

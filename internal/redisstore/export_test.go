@@ -45,3 +45,7 @@ func grabFor(s *Store, id int64, user string, now time.Time) grabCall {
 	}
 	return s.newGrab(id, user, now, n)
 }
+
+// Twin is another Store on s's Redis and keys, with its own caches: another
+// grabber process.
+func Twin(s *Store) *Store { return New(s.rdb, s.keys.prefix, s.keys.shards) }

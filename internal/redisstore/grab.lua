@@ -38,7 +38,7 @@
 -- have been answered.
 --
 -- Reply {code, {info, code_1, claim_1, ..., code_n, claim_n}}, claim being
--- "<packet>:<amount>:<grabbed_ms>:<order_no>", or "" with no packet. The
+-- the user's claim as its bucket holds it, or "" with no packet. The
 -- call's code says what became of the order numbers:
 --   DONE       every grant got a number; info is how many are left under
 --              the ceiling, or -1 when there is nothing to raise: no grab
@@ -78,6 +78,12 @@
 --
 -- Everything a write could fail on is checked before the first write, so an
 -- error leaves nothing half done, for any envelope of the call.
+--
+-- Claims and queue entries are compact (codec.go has the format and reads
+-- them): a version byte 1, then LEB128 varints and the order number's
+-- digits two to a byte, ended by a 0xF nibble:
+--   claim   1 packet amount grabbed_ms order_no
+--   queued  1 envelope packet amount grabbed_ms order_no user
 local DONE, FENCE, CEILING, EXHAUSTED = 0, 1, 2, 3
 local GRANTED, REPEAT, NOT_LOADED, CLOSED, SOLD_OUT, SUSPENDED, AWAITING, BAD_STATE = 0, 1, 2, 3, 4, 5, 6, 7
 local NOT_STARTED, NOT_RECIPIENT, WRONG_PASSWORD, STALE = 8, 9, 10, 11
@@ -90,6 +96,39 @@ local function garg(i, j) return ARGV[5 + ag * (i - 1) + j] end
 -- Integers up to 2^53 - 1 are exact in Lua's numbers and written as digits
 -- when passed to Redis.
 local exact = 9007199254740991
+
+-- The varint (LEB128) of a whole number in [0, exact].
+local function varint(n)
+  if n < 128 then
+    return string.char(n)
+  elseif n < 16384 then
+    return string.char(n % 128 + 128, math.floor(n / 128))
+  end
+  local b = {}
+  while n >= 128 do
+    local low = n % 128
+    b[#b + 1] = low + 128
+    n = (n - low) / 128
+  end
+  b[#b + 1] = n
+  return string.char(unpack(b))
+end
+
+-- The digits of s two to a byte, ended by a 0xF nibble.
+local function bcd(s)
+  local b = {}
+  for i = 1, #s, 2 do
+    local lo = 15
+    if i < #s then
+      lo = string.byte(s, i + 1) - 48
+    end
+    b[#b + 1] = (string.byte(s, i) - 48) * 16 + lo
+  end
+  if #s % 2 == 0 then
+    b[#b + 1] = 255
+  end
+  return string.char(unpack(b))
+end
 
 -- n as a whole number in [lo, exact], or nil.
 local function whole(v, lo)
@@ -115,14 +154,14 @@ for i = 1, n do
   local e = envs[gkey(i, 1)]
   if not e then
     e = {meta = gkey(i, 1), pool = gkey(i, 2), recipients = gkey(i, 4), users = {}, seen = {},
-         attempting = {}, granted = {}, awaiting = {}, need = 0, next = 0, cents = 0, writes = {}, hashes = {}}
+         attempting = {}, granted = {}, awaiting = {}, need = 0, next = 0, cents = 0}
     envs[gkey(i, 1)] = e
     list[#list + 1] = e
   end
   local user = garg(i, 1)
   now[i] = whole(garg(i, 2), 0)
-  if user == '' or not now[i] or not whole(garg(i, 5), 0) then
-    return redis.error_reply('grab: empty user, bad clock or bad buckets in grab ' .. i)
+  if user == '' or not now[i] or not whole(garg(i, 3), 1) or not whole(garg(i, 5), 0) then
+    return redis.error_reply('grab: empty user, bad clock, envelope or buckets in grab ' .. i)
   end
 end
 
@@ -179,32 +218,16 @@ for i = 1, n do
   stale[i] = e.status ~= nil and tonumber(garg(i, 5)) ~= e.buckets
 end
 
--- Read the claims of these users, once per claims hash, for the grabs that
--- are not stale.
+-- Read the claim of each user of a grab that is not stale, once: the users
+-- of one envelope are in as many buckets as there are users, nearly always.
 for _, e in ipairs(list) do
   e.held = {}
 end
-local byHash, hashes = {}, {}
 for i = 1, n do
-  local e, user, h = envs[gkey(i, 1)], garg(i, 1), gkey(i, 3)
-  if not stale[i] then
-    if not byHash[h] then
-      byHash[h], hashes[#hashes + 1] = {e = e, users = {}, seen = {}}, h
-    end
-    local b = byHash[h]
-    if not b.seen[user] then
-      b.seen[user], b.users[#b.users + 1] = true, user
-    end
-    if not e.seen[user] then
-      e.seen[user], e.users[#e.users + 1] = true, user
-    end
-  end
-end
-for _, h in ipairs(hashes) do
-  local b = byHash[h]
-  local held = redis.call('HMGET', h, unpack(b.users))
-  for j, user in ipairs(b.users) do
-    b.e.held[user] = held[j]
+  local e, user = envs[gkey(i, 1)], garg(i, 1)
+  if not stale[i] and not e.seen[user] then
+    e.seen[user], e.users[#e.users + 1] = true, user
+    e.held[user] = redis.call('HGET', gkey(i, 3), user)
   end
 end
 for _, e in ipairs(list) do
@@ -259,7 +282,7 @@ end
 -- whose packets fail a check is refused whole.
 local wanted = 0
 for _, e in ipairs(list) do
-  e.tail, e.amounts, e.count = {}, {}, 0
+  e.tail, e.amounts, e.ids, e.count = {}, {}, {}, 0
   if e.need > 0 then
     e.tail = redis.call('LRANGE', e.pool, -e.need, -1)
     local sum, n = 0, #e.tail
@@ -273,7 +296,7 @@ for _, e in ipairs(list) do
         break
       end
       sum = sum + amount
-      e.amounts[k] = amount
+      e.amounts[k], e.ids[k] = amount, tonumber(id)
     end
     if e.badPool or sum > e.total - e.grabbed then
       e.badPool = true
@@ -301,8 +324,10 @@ end
 
 -- Second pass: answer in order, numbering the grants.
 local afterSoldOut = {[CLOSED] = true, [NOT_STARTED] = true, [NOT_RECIPIENT] = true, [WRONG_PASSWORD] = true}
-local reply, queued, used, short = {}, {}, 0, false
+local reply, queued, writes, used, short = {}, {}, {}, 0, false
 local format = string.format('%%0%dd', width)
+-- The date's 8 digits are 4 whole bytes of every order number's digits.
+local packedDate, lastNow, lastMs = string.sub(bcd(date), 1, 4), nil, nil
 for i = 1, n do
   local e = envs[gkey(i, 1)]
   local user, p = garg(i, 1), plan[i]
@@ -322,18 +347,19 @@ for i = 1, n do
       e.next = e.next + 1
       used = used + 1
       local seq = (counter + used - 1) * stride + offset
-      claim = e.tail[e.count - k + 1] .. ':' .. garg(i, 2) .. ':' .. date .. string.format(format, seq)
+      if now[i] ~= lastNow then
+        lastNow, lastMs = now[i], varint(now[i])
+      end
+      local body = varint(e.ids[k]) .. varint(e.amounts[k]) .. lastMs .. packedDate .. bcd(string.format(format, seq))
+      claim = '\1' .. body
       code = GRANTED
       e.granted[user] = claim
-      local h = gkey(i, 3)
-      if not e.writes[h] then
-        e.writes[h], e.hashes[#e.hashes + 1] = {}, h
-      end
-      local w = e.writes[h]
-      w[#w + 1] = user
-      w[#w + 1] = claim
+      writes[#writes + 1] = gkey(i, 3)
+      writes[#writes + 1] = user
+      writes[#writes + 1] = claim
       e.cents = e.cents + e.amounts[k]
-      queued[#queued + 1] = garg(i, 3) .. ':' .. claim .. ':' .. user
+      e.packedID = e.packedID or varint(tonumber(garg(i, 3)))
+      queued[#queued + 1] = '\1' .. e.packedID .. body .. user
     end
   elseif p == again then
     if e.granted[user] then
@@ -352,15 +378,15 @@ for i = 1, n do
 end
 
 -- Write: the queue first (the one write whose key's type was not read
--- above), then once per envelope, then the counter.
+-- above), then the claims, then once per envelope, then the counter.
 if #queued > 0 then
   redis.call('LPUSH', KEYS[1], unpack(queued))
 end
+for w = 1, #writes, 3 do
+  redis.call('HSET', writes[w], writes[w + 1], writes[w + 2])
+end
 for _, e in ipairs(list) do
   if e.next > 0 then
-    for _, h in ipairs(e.hashes) do
-      redis.call('HSET', h, unpack(e.writes[h]))
-    end
     if e.buckets > 0 then
       redis.call('HSET', e.meta, 'grabbed_cents', e.grabbed + e.cents, 'claimed', e.claimed + e.next)
     else

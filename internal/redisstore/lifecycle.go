@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,9 +104,7 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 	args = g.args(args)
 	buckets := ClaimBuckets(count)
 	for _, h := range held {
-		c := strconv.FormatInt(h.PacketID, 10) + ":" + strconv.FormatInt(h.AmountCents, 10) + ":" +
-			strconv.FormatInt(h.GrabbedAt.UnixMilli(), 10) + ":" + h.OrderNo
-		args = append(args, BucketOf(h.UserID, buckets), h.UserID, c)
+		args = append(args, BucketOf(h.UserID, buckets), h.UserID, string(appendClaim(nil, h.Claim)))
 	}
 	for _, p := range pool {
 		args = append(args, string(appendPacket(nil, p)))
@@ -152,7 +148,6 @@ func (s *Store) GrabbedCents(ctx context.Context, ids []int64) (map[int64]int64,
 // not for the hot path.
 func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
 	shard := s.keys.Shard(id)
-	prefix := strconv.FormatInt(id, 10) + ":"
 	n := 0
 	for _, key := range []string{s.keys.Inflight(shard), s.keys.Consumed(shard)} {
 		for start := int64(0); ; start += queuedPage {
@@ -161,7 +156,7 @@ func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
 				return 0, fmt.Errorf("queued claims of envelope %d: %w", id, err)
 			}
 			for _, raw := range page {
-				if strings.HasPrefix(raw, prefix) {
+				if queuedEnvelope(raw) == id {
 					n++
 				}
 			}

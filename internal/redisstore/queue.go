@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,9 +23,13 @@ type QueuedClaim struct {
 	OrderNo     string
 }
 
-// ParseQueued reads "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>";
+// ParseQueued reads a queue entry (codec.go), compact or in the text of
+// earlier versions, "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>";
 // the user id comes last because it may itself contain colons.
 func ParseQueued(raw string) (QueuedClaim, error) {
+	if isCompact(raw) {
+		return parseCompactQueued(raw)
+	}
 	f, rest, err := splitInts(raw, 4)
 	orderNo, user, ok := strings.Cut(rest, ":")
 	if err != nil || !ok || !isDigits(orderNo) || user == "" {
@@ -34,6 +39,19 @@ func ParseQueued(raw string) (QueuedClaim, error) {
 		EnvelopeID: f[0], PacketID: f[1], AmountCents: f[2],
 		GrabbedAt: time.UnixMilli(f[3]).UTC(), OrderNo: orderNo, UserID: user,
 	}, nil
+}
+
+func parseCompactQueued(raw string) (QueuedClaim, error) {
+	env, n := binary.Uvarint([]byte(raw[1:min(len(raw), 1+binary.MaxVarintLen64)]))
+	if n <= 0 || env < 1 || env > maxExact {
+		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
+	}
+	c, user, err := decodeClaimBody(raw[1+n:])
+	if err != nil || c.OrderNo == "" || user == "" {
+		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
+	}
+	return QueuedClaim{EnvelopeID: int64(env), PacketID: c.PacketID, AmountCents: c.AmountCents,
+		GrabbedAt: c.GrabbedAt, OrderNo: c.OrderNo, UserID: user}, nil
 }
 
 // Take returns the shard's in-flight batch: the one an earlier flusher left

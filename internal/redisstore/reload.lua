@@ -18,7 +18,7 @@
 -- ARGV[8] r, the number of recipients that follow (0: anyone may grab)
 -- ARGV[9 .. 8+r] recipients
 -- ARGV[9+r .. 8+r+3n] the claims: bucket (0-based, Keys.BucketOf), user,
---                     "<packet>:<amount>:<grabbed_ms>:<order_no>"
+--                     claim (compact, codec.go)
 -- ARGV[9+r+3n ..] packets not claimed, "<packet>:<amount>"
 --
 -- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is there and not

@@ -136,6 +136,9 @@ func (s *Store) LoadGated(ctx context.Context, epoch string, id int64, expiresAt
 	if err != nil {
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
 	}
+	if code == loadLoaded {
+		s.bucketCache.put(id, ClaimBuckets(len(packets)))
+	}
 	return code == loadLoaded, nil
 }
 
@@ -361,10 +364,21 @@ func parseOutcome(code rs.Code, raw string) (Claim, error) {
 	return c, err
 }
 
-// parseClaim reads "<packet>:<amount>:<grabbed_ms>:<order_no>". The order
-// number is empty only in a claim an operator's reload restored from a
-// PostgreSQL row that has none.
+// ParseClaim reads a claim as a claims hash holds it (for the audit).
+func ParseClaim(raw string) (Claim, error) { return parseClaim(raw) }
+
+// parseClaim reads a claim (codec.go), compact or in the text of earlier
+// versions, "<packet>:<amount>:<grabbed_ms>:<order_no>". The order number
+// is empty only in a claim an operator's reload restored from a PostgreSQL
+// row that has none.
 func parseClaim(raw string) (Claim, error) {
+	if isCompact(raw) {
+		c, rest, err := decodeClaimBody(raw[1:])
+		if err != nil || rest != "" {
+			return Claim{}, fmt.Errorf("malformed claim %q", raw)
+		}
+		return c, nil
+	}
 	f, rest, err := splitInts(raw, 3)
 	if err != nil || (rest != "" && !isDigits(rest)) {
 		return Claim{}, fmt.Errorf("malformed claim %q", raw)
