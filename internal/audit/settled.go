@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,10 +38,10 @@ const claimsScanCount = 1000
 // read after Redis: a settled envelope's claims no longer change on either
 // side.
 func checkSettledClaims(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient, keys redisstore.Keys, rows []envelopeRow) (map[int64]Violation, error) {
-	var settled []int64
+	var settled []envelopeRow
 	for _, r := range rows {
 		if r.Status == envelope.StatusSettled {
-			settled = append(settled, r.ID)
+			settled = append(settled, r)
 		}
 	}
 	held, err := redisClaims(ctx, rdb, keys, settled)
@@ -67,56 +66,68 @@ func checkSettledClaims(ctx context.Context, pool *pgxpool.Pool, rdb redis.Unive
 	return out, nil
 }
 
-// redisClaims reads the claims hashes of the envelopes that still have one.
-func redisClaims(ctx context.Context, rdb redis.UniversalClient, keys redisstore.Keys, ids []int64) (map[int64]map[string]heldClaim, error) {
-	if len(ids) == 0 {
+// redisClaims reads the claims hashes of the envelopes that still have
+// some: the claim buckets, and the one hash of an envelope loaded before
+// buckets.
+func redisClaims(ctx context.Context, rdb redis.UniversalClient, keys redisstore.Keys, rows []envelopeRow) (map[int64]map[string]heldClaim, error) {
+	if len(rows) == 0 {
 		return nil, nil
 	}
+	hashes := make([][]string, len(rows))
 	pipe := rdb.Pipeline()
-	lens := make([]*redis.IntCmd, len(ids))
-	for i, id := range ids {
-		lens[i] = pipe.HLen(ctx, keys.Claims(id))
+	lens := make([][]*redis.IntCmd, len(rows))
+	for i, r := range rows {
+		hashes[i] = append([]string{keys.Claims(r.ID)}, keys.ClaimBucketKeys(r.ID, int(r.Count))...)
+		for _, h := range hashes[i] {
+			lens[i] = append(lens[i], pipe.HLen(ctx, h))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, wrap("count the claims redis holds of settled envelopes", err)
 	}
 	out := map[int64]map[string]heldClaim{}
-	for i, id := range ids {
-		if lens[i].Val() == 0 {
-			continue // expired (SETTLED_KEY_TTL) or forgotten: nothing to compare
-		}
+	for i, r := range rows {
 		claims := map[string]heldClaim{}
-		var cursor uint64
-		for {
-			kv, next, err := rdb.HScan(ctx, keys.Claims(id), cursor, "", claimsScanCount).Result()
-			if err != nil {
-				return nil, wrap(fmt.Sprintf("read the claims redis holds of envelope %d", id), err)
+		for j, h := range hashes[i] {
+			if lens[i][j].Val() == 0 {
+				continue // expired (SETTLED_KEY_TTL), forgotten or empty
 			}
-			for j := 0; j+1 < len(kv); j += 2 {
-				claims[kv[j]] = parseHeld(kv[j+1])
-			}
-			if cursor = next; cursor == 0 {
-				break
+			if err := scanClaims(ctx, rdb, h, claims); err != nil {
+				return nil, wrap(fmt.Sprintf("read the claims redis holds of envelope %d", r.ID), err)
 			}
 		}
-		out[id] = claims
+		if len(claims) > 0 {
+			out[r.ID] = claims
+		}
 	}
 	return out, nil
 }
 
-// parseHeld reads "<packet>:<amount>:<grabbed_ms>:<order_no>"; a claim that
-// does not parse compares unequal to any PostgreSQL holds.
+// scanClaims adds the claims of one hash to claims.
+func scanClaims(ctx context.Context, rdb redis.UniversalClient, hash string, claims map[string]heldClaim) error {
+	var cursor uint64
+	for {
+		kv, next, err := rdb.HScan(ctx, hash, cursor, "", claimsScanCount).Result()
+		if err != nil {
+			return err
+		}
+		for j := 0; j+1 < len(kv); j += 2 {
+			claims[kv[j]] = parseHeld(kv[j+1])
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// parseHeld reads a claim as Redis holds it; a claim that does not parse
+// compares unequal to any PostgreSQL holds.
 func parseHeld(raw string) heldClaim {
-	f := strings.SplitN(raw, ":", 4)
-	if len(f) != 4 {
+	c, err := redisstore.ParseClaim(raw)
+	if err != nil {
 		return heldClaim{Packet: -1}
 	}
-	packet, err1 := strconv.ParseInt(f[0], 10, 64)
-	amount, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return heldClaim{Packet: -1}
-	}
-	return heldClaim{Packet: packet, Amount: amount, OrderNo: f[3]}
+	return heldClaim{Packet: c.PacketID, Amount: c.AmountCents, OrderNo: c.OrderNo}
 }
 
 // pgClaims reads PostgreSQL's claims of the envelopes (SettledClaims).

@@ -24,15 +24,15 @@ func TestSettledClaimsMatchRedis(t *testing.T) {
 	settle(6001, 3, 3) // all grabs paid: fine
 	settle(6002, 3, 2) // one answered by Redis, refunded by PostgreSQL
 	settle(6003, 2, 2)
-	if err := d.rdb.HDel(d.ctx, d.keys.Claims(6003), "u1").Err(); err != nil { // Redis lost one
+	if err := d.rdb.HDel(d.ctx, d.keys.UserClaims(6003, 1, "u1"), "u1").Err(); err != nil { // Redis lost one
 		t.Fatal(err)
 	}
 	settle(6004, 2, 2)
-	if err := d.rdb.HSet(d.ctx, d.keys.Claims(6004), "u0", "1:1:1:1").Err(); err != nil { // held differently
+	if err := d.rdb.HSet(d.ctx, d.keys.UserClaims(6004, 1, "u0"), "u0", "1:1:1:1").Err(); err != nil { // held differently
 		t.Fatal(err)
 	}
 	settle(6005, 2, 1) // the same as 6002, but its keys have expired
-	if err := d.store.Forget(d.ctx, 6005); err != nil {
+	if err := d.store.Forget(d.ctx, 6005, 4); err != nil {
 		t.Fatal(err)
 	}
 	settle(6006, 2, 2) // PostgreSQL holds another order number

@@ -105,14 +105,19 @@ func TestRedisLossSuspendsInsteadOfReoffering(t *testing.T) {
 func rewind(t *testing.T, s *stack.Stack, id int64) func() {
 	t.Helper()
 	ctx := context.Background()
-	keys := []string{s.Redis.Keys().Meta(id), s.Redis.Keys().Pool(id), s.Redis.Keys().Claims(id)}
+	k := s.Redis.Keys()
+	keys := append([]string{k.Meta(id), k.Pool(id), k.Claims(id)}, k.ClaimBucketKeys(id, int(s.Envelope(t, id).Count))...)
 	dumps := make([]string, len(keys))
 	for i, k := range keys {
 		dumps[i] = s.RDB.Dump(ctx, k).Val()
 	}
 	return func() {
 		for i, k := range keys {
-			if err := s.RDB.RestoreReplace(ctx, k, 0, dumps[i]).Err(); err != nil {
+			err := s.RDB.Del(ctx, k).Err()
+			if err == nil && dumps[i] != "" { // "": it did not exist then
+				err = s.RDB.Restore(ctx, k, 0, dumps[i]).Err()
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -251,7 +256,7 @@ func TestGivingUpCanBeRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Redis step ran, then the flusher died before PostgreSQL's.
-	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, time.Hour); err != nil || loaded {
+	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, 3, time.Hour); err != nil || loaded {
 		t.Fatalf("Fail = %v, %v", loaded, err)
 	}
 	if err := f.Upkeep(ctx, true); err != nil {

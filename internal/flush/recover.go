@@ -108,7 +108,7 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (envelope.Status, error) 
 			ErrBlocked, queued)
 	}
 	if p.Action == ActionRefund {
-		if err := f.redis.Forget(ctx, id); err != nil {
+		if err := f.redis.Forget(ctx, id, p.Envelope.Count); err != nil {
 			return "", err
 		}
 		st, err := f.pg.Settle(ctx, id, f.now(), envelope.StatusSuspended)

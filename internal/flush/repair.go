@@ -90,7 +90,7 @@ func (f *Flusher) markLoaded(ctx context.Context, id int64, loadedNow bool) erro
 // failLoading gives an envelope up: a failed meta in Redis first, so a late
 // load by its creator changes nothing, then every packet refunded.
 func (f *Flusher) failLoading(ctx context.Context, epoch string, e pgstore.Envelope) error {
-	wasLoaded, err := f.redis.Fail(ctx, epoch, e.ID, f.cfg.KeyTTL)
+	wasLoaded, err := f.redis.Fail(ctx, epoch, e.ID, e.Count, f.cfg.KeyTTL)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func (f *Flusher) Settle(ctx context.Context) error {
 // suspended instead: refunding then could refund a packet someone was told
 // they got.
 func (f *Flusher) settle(ctx context.Context, e pgstore.Envelope) error {
-	closed, err := f.redis.Close(ctx, e.ID, f.cfg.KeyTTL)
+	closed, err := f.redis.Close(ctx, e.ID, e.Count, f.cfg.KeyTTL)
 	if err != nil {
 		return err
 	}

@@ -104,14 +104,15 @@ func TestSettleExpiredEnvelope(t *testing.T) {
 	if n, _ := s.RDB.Exists(ctx, keys.Pool(e.ID)).Result(); n != 0 {
 		t.Error("the pool of a settled envelope is still in redis")
 	}
-	for _, k := range []string{keys.Meta(e.ID), keys.Claims(e.ID)} {
+	held := keys.ClaimBucketKeys(e.ID, int(e.Count))[:1] // 10 packets: one bucket
+	for _, k := range append([]string{keys.Meta(e.ID)}, held...) {
 		if ttl, _ := s.RDB.PTTL(ctx, k).Result(); ttl <= 0 || ttl > time.Hour {
 			t.Errorf("%s has ttl %v, want up to the configured hour", k, ttl)
 		}
 	}
 	assertAnswersAfterSettlement(t, s, e.ID, claims)
 	// Once the keys are gone, PostgreSQL answers the same.
-	if err := s.RDB.Del(ctx, keys.Meta(e.ID), keys.Claims(e.ID)).Err(); err != nil {
+	if err := s.RDB.Del(ctx, append([]string{keys.Meta(e.ID)}, held...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	assertAnswersAfterSettlement(t, s, e.ID, claims)

@@ -43,7 +43,7 @@ func (s *Service) Close(ctx context.Context, id int64) (Status, error) {
 		}
 		// A suspended envelope's Redis state is left as it is (the close
 		// script does); its operator's reload reads the new expiry.
-		if _, err := s.redis.Close(ctx, id, closedKeyTTL); err != nil {
+		if _, err := s.redis.Close(ctx, id, e.Count, closedKeyTTL); err != nil {
 			return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}

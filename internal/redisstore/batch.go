@@ -27,9 +27,8 @@ func (b Batch) Len() int { return len(b.taken) }
 // Malformed is the number of entries that did not parse.
 func (b Batch) Malformed() int { return len(b.malformed) }
 
-// Entry is the queue entry of Claims[i], as an operator finds it in the
-// shard's lists (for logs).
-func (b Batch) Entry(i int) string { return b.entries[i] }
+// Entry is the queue entry of Claims[i] as text, for logs.
+func (b Batch) Entry(i int) string { return renderQueued(b.entries[i]) }
 
 // TakeBatch moves up to max claims of a shard into its in-flight list, or
 // takes again the in-flight batch a flusher left there (see Take), and
@@ -60,7 +59,7 @@ func (s *Store) AckBatch(ctx context.Context, b Batch) (acked bool, err error) {
 
 // RejectBatch keeps the entries of the batch that did not parse, and those
 // of the claims at the indexes refused, in the shard's rejected list, where
-// an operator finds them. It returns the entries it kept (for logs).
+// an operator finds them. It returns the entries it kept, as text (for logs).
 func (s *Store) RejectBatch(ctx context.Context, b Batch, refused []int) ([]string, error) {
 	out := append([]string(nil), b.malformed...)
 	for _, i := range refused {
@@ -72,5 +71,9 @@ func (s *Store) RejectBatch(ctx context.Context, b Batch, refused []int) ([]stri
 	if len(out) == 0 {
 		return nil, nil
 	}
-	return out, s.Reject(ctx, b.Shard, out)
+	err := s.Reject(ctx, b.Shard, out)
+	for i := range out {
+		out[i] = renderQueued(out[i])
+	}
+	return out, err
 }

@@ -116,7 +116,7 @@ func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []gr
 			id = ids[rng.IntN(len(ids))]
 		}
 		now := expires.Add(time.Duration(rng.IntN(5)-3) * time.Millisecond)
-		calls[i] = s.newGrab(id, fmt.Sprintf("u%d", rng.IntN(6)), now)
+		calls[i] = grabFor(s, id, fmt.Sprintf("u%d", rng.IntN(6)), now)
 		calls[i].args[3] = []string{"", "d", "d", "x"}[rng.IntN(4)]
 	}
 	return calls
@@ -126,7 +126,7 @@ func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []gr
 func rebuild(s *Store, calls []grabCall) []grabCall {
 	out := make([]grabCall, len(calls))
 	for i, g := range calls {
-		out[i] = s.newGrab(g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)))
+		out[i] = grabFor(s, g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)))
 		out[i].args[3] = g.args[3]
 	}
 	return out
@@ -157,7 +157,7 @@ func dumpState(t *testing.T, s *Store, envs []int64) map[string]any {
 	for _, id := range append(envs, 21, 25) {
 		out[fmt.Sprint(id, "meta")] = s.rdb.HGetAll(ctx, s.keys.Meta(id)).Val()
 		out[fmt.Sprint(id, "pool")] = s.rdb.LRange(ctx, s.keys.Pool(id), 0, -1).Val()
-		out[fmt.Sprint(id, "claims")] = s.rdb.HGetAll(ctx, s.keys.Claims(id)).Val()
+		out[fmt.Sprint(id, "claims")] = ClaimsOf(ctx, s, id)
 		out[fmt.Sprint(id, "recipients")] = s.rdb.SMembers(ctx, s.keys.Recipients(id)).Val()
 	}
 	return out

@@ -2,9 +2,11 @@
 --
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
--- KEYS[3] claims hash of the envelope
+-- KEYS[3] claims hash of the envelope as it was before buckets (Keys.Claims)
 -- KEYS[4] recipients set of the envelope (dropped once closed: a closed
 --         envelope grants nothing, so it is never read again)
+-- KEYS[5 ..] the envelope's claim buckets, all of them, when closing (none
+--         when suspending: a suspension leaves them as they are)
 -- ARGV[1] the new status: 'closed' (settling) or 'suspended'
 -- ARGV[2] lifetime of the meta and claims in milliseconds once closed, so
 --         repeat grabs are answered for a while and then the keys go
@@ -12,6 +14,8 @@
 -- Reply:
 --   {NO_META}  there was no meta
 --   {FOUND, {status before, grabbed_cents, claims count, pool length before}}
+--   the claims counted by the meta's "claimed" (the buckets) and the length
+--   of the one hash of an envelope loaded before buckets
 --
 -- Closing drops the pool: its packets are about to be refunded. Closing a
 -- closed envelope only renews the lifetime. A suspended envelope is left as
@@ -25,9 +29,9 @@ if (to ~= 'closed' and to ~= 'suspended') or not ttl or ttl < 1 or ttl ~= math.f
   return redis.error_reply('close: bad arguments')
 end
 -- Read everything first: a key of another type fails here, before any write.
-local meta = redis.call('HMGET', KEYS[1], 'status', 'grabbed_cents')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'grabbed_cents', 'claimed')
 local pool = redis.call('LLEN', KEYS[2])
-local claims = redis.call('HLEN', KEYS[3])
+local claims = redis.call('HLEN', KEYS[3]) + (tonumber(meta[3]) or 0)
 local before = meta[1]
 if not before then
   if to == 'suspended' then
@@ -47,4 +51,7 @@ redis.call('HSET', KEYS[1], 'status', 'closed')
 redis.call('DEL', KEYS[2], KEYS[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
+for i = 5, #KEYS do
+  redis.call('PEXPIRE', KEYS[i], ttl)
+end
 return reply

@@ -54,7 +54,7 @@ func masters(t testing.TB, c *redis.ClusterClient) []string {
 // of the shard.
 func shardKeys(k redisstore.Keys, shard int) []string {
 	e := int64(shard + 7*k.Shards())
-	return []string{k.Consumed(shard), k.Inflight(shard), k.Rejected(shard), k.Meta(e), k.Pool(e), k.Claims(e)}
+	return []string{k.Consumed(shard), k.Inflight(shard), k.Rejected(shard), k.Meta(e), k.Pool(e), k.Claims(e), k.ClaimsBucket(e, 9, 8)}
 }
 
 // The 16 shards of a deployment spread over every master of the cluster, so

@@ -57,7 +57,7 @@ func testGrabConcurrent(t *testing.T, setup func(*redisstore.Store)) {
 	if n := llen(t, rdb, k.Consumed(k.Shard(id))); n != packets {
 		t.Errorf("consumed holds %d claims, want %d", n, packets)
 	}
-	if n, _ := rdb.HLen(ctx, k.Claims(id)).Result(); n != packets {
+	if n := len(redisstore.ClaimsOf(ctx, s, id)); n != packets {
 		t.Errorf("claims hash holds %d, want %d", n, packets)
 	}
 	// The queue agrees with the answers, packet by packet.

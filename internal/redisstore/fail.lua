@@ -3,8 +3,9 @@
 --
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
--- KEYS[3] claims hash of the envelope
+-- KEYS[3] claims hash of the envelope as it was before buckets (Keys.Claims)
 -- KEYS[4] epoch of the envelope's shard
+-- KEYS[5 ..] the envelope's claim buckets, all of them
 -- ARGV[1] lifetime of the failed meta in milliseconds
 -- ARGV[2] the shard epoch the caller last checked
 --
@@ -34,6 +35,11 @@ if status then
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
   return {INCONSISTENT}
+end
+for i = 5, #KEYS, 1000 do
+  if redis.call('EXISTS', unpack(KEYS, i, math.min(i + 999, #KEYS))) > 0 then
+    return {INCONSISTENT}
+  end
 end
 redis.call('HSET', KEYS[1], 'status', 'failed', 'grabbed_cents', 0)
 redis.call('PEXPIRE', KEYS[1], ttl)

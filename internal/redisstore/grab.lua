@@ -10,7 +10,8 @@
 --               identity (see order_ceiling.lua)
 -- KEYS[4i-1]    meta hash of grab i's envelope     (i = 1..n)
 -- KEYS[4i]      pool list of grab i's envelope
--- KEYS[4i+1]    claims hash of grab i's envelope
+-- KEYS[4i+1]    the claims hash of grab i's user: the user's bucket of the
+--               envelope's ARGV[4i+6] buckets (Keys.UserClaims)
 -- KEYS[4i+2]    recipients set of grab i's envelope (read only when its meta
 --               says it has recipients)
 -- ARGV[1]       the day, yyyyMMdd: the first 8 digits of every order number
@@ -18,11 +19,14 @@
 -- ARGV[3]       shards: the stride of the shard's sequence numbers
 -- ARGV[4]       offset: shard + 1, the shard's first sequence number
 -- ARGV[5]       the largest counter whose sequence number fits the width
--- ARGV[4i+2]    user id of grab i
--- ARGV[4i+3]    now, unix milliseconds
--- ARGV[4i+4]    envelope id
--- ARGV[4i+5]    digest of the password grab i carries, or ''
+-- ARGV[5i+2]    user id of grab i
+-- ARGV[5i+3]    now, unix milliseconds
+-- ARGV[5i+4]    envelope id
+-- ARGV[5i+5]    digest of the password grab i carries, or ''
 --               (envelope.PasswordDigest)
+-- ARGV[5i+6]    the envelope's claim buckets the caller named KEYS[4i+1] by:
+--               the meta's "buckets", or 0 where it has none (the one claims
+--               hash of an envelope loaded before buckets)
 --
 -- Order numbers: the shard hands out counter values counter+1, counter+2,
 -- ... up to the ceiling (set from PostgreSQL by order_ceiling.lua), only to
@@ -34,7 +38,7 @@
 -- have been answered.
 --
 -- Reply {code, {info, code_1, claim_1, ..., code_n, claim_n}}, claim being
--- "<packet>:<amount>:<grabbed_ms>:<order_no>", or "" with no packet. The
+-- the user's claim as its bucket holds it, or "" with no packet. The
 -- call's code says what became of the order numbers:
 --   DONE       every grant got a number; info is how many are left under
 --              the ceiling, or -1 when there is nothing to raise: no grab
@@ -65,23 +69,66 @@
 --                  nothing was taken
 --   WRONG_PASSWORD the envelope has a password and the grab's digest is
 --                  not its; nothing was taken
--- A holder's grab is answered REPEAT before any check; the others are
--- checked in the order of refusal() then gate().
+--   STALE      the grab's buckets are not the meta's: its claims hash may be
+--              the wrong one, so nothing of it was read or taken; ask again
+--              with the meta's number
+-- A STALE grab is answered so first; a holder's grab is answered REPEAT
+-- before any other check; the others are checked in the order of refusal()
+-- then gate().
 --
 -- Everything a write could fail on is checked before the first write, so an
 -- error leaves nothing half done, for any envelope of the call.
+--
+-- Claims and queue entries are compact (codec.go has the format and reads
+-- them): a version byte 1, then LEB128 varints and the order number's
+-- digits two to a byte, ended by a 0xF nibble:
+--   claim   1 packet amount grabbed_ms order_no
+--   queued  1 envelope packet amount grabbed_ms order_no user
 local DONE, FENCE, CEILING, EXHAUSTED = 0, 1, 2, 3
 local GRANTED, REPEAT, NOT_LOADED, CLOSED, SOLD_OUT, SUSPENDED, AWAITING, BAD_STATE = 0, 1, 2, 3, 4, 5, 6, 7
-local NOT_STARTED, NOT_RECIPIENT, WRONG_PASSWORD = 8, 9, 10
+local NOT_STARTED, NOT_RECIPIENT, WRONG_PASSWORD, STALE = 8, 9, 10, 11
 
 -- Keys and arguments per grab, after the call's 2 keys and 5 arguments.
-local kg, ag = 4, 4
+local kg, ag = 4, 5
 local function gkey(i, j) return KEYS[2 + kg * (i - 1) + j] end
 local function garg(i, j) return ARGV[5 + ag * (i - 1) + j] end
 
 -- Integers up to 2^53 - 1 are exact in Lua's numbers and written as digits
 -- when passed to Redis.
 local exact = 9007199254740991
+
+-- The varint (LEB128) of a whole number in [0, exact].
+local function varint(n)
+  if n < 128 then
+    return string.char(n)
+  elseif n < 16384 then
+    return string.char(n % 128 + 128, math.floor(n / 128))
+  end
+  local b = {}
+  while n >= 128 do
+    local low = n % 128
+    b[#b + 1] = low + 128
+    n = (n - low) / 128
+  end
+  b[#b + 1] = n
+  return string.char(unpack(b))
+end
+
+-- The digits of s two to a byte, ended by a 0xF nibble.
+local function bcd(s)
+  local b = {}
+  for i = 1, #s, 2 do
+    local lo = 15
+    if i < #s then
+      lo = string.byte(s, i + 1) - 48
+    end
+    b[#b + 1] = (string.byte(s, i) - 48) * 16 + lo
+  end
+  if #s % 2 == 0 then
+    b[#b + 1] = 255
+  end
+  return string.char(unpack(b))
+end
 
 -- n as a whole number in [lo, exact], or nil.
 local function whole(v, lo)
@@ -98,7 +145,7 @@ if not string.match(date, '^%d%d%d%d%d%d%d%d$') or not width or width > 18 or no
 end
 local n = (#ARGV - 5) / ag
 if n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + kg * n then
-  return redis.error_reply('grab: KEYS and ARGV are not 2 and 5 + 4 per grab')
+  return redis.error_reply('grab: KEYS and ARGV are not 2 + 4 and 5 + 5 per grab')
 end
 
 -- The envelopes of this call, in order of first appearance, and their users.
@@ -106,19 +153,15 @@ local envs, list, now = {}, {}, {}
 for i = 1, n do
   local e = envs[gkey(i, 1)]
   if not e then
-    e = {meta = gkey(i, 1), pool = gkey(i, 2), claims = gkey(i, 3), recipients = gkey(i, 4), users = {}, seen = {},
-         attempting = {}, granted = {}, awaiting = {}, need = 0, next = 0, cents = 0, writes = {}}
+    e = {meta = gkey(i, 1), pool = gkey(i, 2), recipients = gkey(i, 4), users = {}, seen = {},
+         attempting = {}, granted = {}, awaiting = {}, need = 0, next = 0, cents = 0}
     envs[gkey(i, 1)] = e
     list[#list + 1] = e
   end
   local user = garg(i, 1)
   now[i] = whole(garg(i, 2), 0)
-  if user == '' or not now[i] then
-    return redis.error_reply('grab: empty user or bad clock in grab ' .. i)
-  end
-  if not e.seen[user] then
-    e.seen[user] = true
-    e.users[#e.users + 1] = user
+  if user == '' or not now[i] or not whole(garg(i, 3), 1) or not whole(garg(i, 5), 0) then
+    return redis.error_reply('grab: empty user, bad clock, envelope or buckets in grab ' .. i)
   end
 end
 
@@ -156,21 +199,38 @@ local function gate(e, i)
 end
 -- End of the gates.
 
--- Read each envelope's claims of these users and its meta, once, and check
--- the meta: everything the writes below add up must stay exact.
+-- Read each envelope's meta, once, and check it: everything the writes
+-- below add up must stay exact.
 for _, e in ipairs(list) do
-  local held = redis.call('HMGET', e.claims, unpack(e.users))
-  e.held = {}
-  for j, user in ipairs(e.users) do
-    e.held[user] = held[j]
-  end
-  local meta = redis.call('HMGET', e.meta, 'status', 'expires', 'total', 'grabbed_cents')
-  e.status = meta[1]
+  local meta = redis.call('HMGET', e.meta, 'status', 'expires', 'total', 'grabbed_cents', 'buckets', 'claimed')
+  e.status, e.buckets, e.claimed = meta[1], whole(meta[5] or 0, 0), whole(meta[6] or 0, 0)
   if e.status then
     e.expires, e.total = whole(meta[2], 0), whole(meta[3], 1)
     e.grabbed = e.total and whole(meta[4], 0)
-    e.badMeta = not (e.expires and e.grabbed and e.grabbed <= e.total)
+    e.badMeta = not (e.expires and e.grabbed and e.grabbed <= e.total and e.buckets and e.claimed)
   end
+end
+
+-- Grab i named its claims hash by the envelope's buckets (not stale).
+local stale = {}
+for i = 1, n do
+  local e = envs[gkey(i, 1)]
+  stale[i] = e.status ~= nil and tonumber(garg(i, 5)) ~= e.buckets
+end
+
+-- Read the claim of each user of a grab that is not stale, once: the users
+-- of one envelope are in as many buckets as there are users, nearly always.
+for _, e in ipairs(list) do
+  e.held = {}
+end
+for i = 1, n do
+  local e, user = envs[gkey(i, 1)], garg(i, 1)
+  if not stale[i] and not e.seen[user] then
+    e.seen[user], e.users[#e.users + 1] = true, user
+    e.held[user] = redis.call('HGET', gkey(i, 3), user)
+  end
+end
+for _, e in ipairs(list) do
   readGates(e)
 end
 
@@ -202,7 +262,9 @@ for i = 1, n do
   local e = envs[gkey(i, 1)]
   local user = garg(i, 1)
   local code = refusal(e, now[i]) or gate(e, i)
-  if e.held[user] then
+  if stale[i] then
+    plan[i] = STALE
+  elseif e.held[user] then
     plan[i] = held
   elseif e.attempting[user] then
     plan[i] = again
@@ -220,7 +282,7 @@ end
 -- whose packets fail a check is refused whole.
 local wanted = 0
 for _, e in ipairs(list) do
-  e.tail, e.amounts, e.count = {}, {}, 0
+  e.tail, e.amounts, e.ids, e.count = {}, {}, {}, 0
   if e.need > 0 then
     e.tail = redis.call('LRANGE', e.pool, -e.need, -1)
     local sum, n = 0, #e.tail
@@ -234,7 +296,7 @@ for _, e in ipairs(list) do
         break
       end
       sum = sum + amount
-      e.amounts[k] = amount
+      e.amounts[k], e.ids[k] = amount, tonumber(id)
     end
     if e.badPool or sum > e.total - e.grabbed then
       e.badPool = true
@@ -262,8 +324,10 @@ end
 
 -- Second pass: answer in order, numbering the grants.
 local afterSoldOut = {[CLOSED] = true, [NOT_STARTED] = true, [NOT_RECIPIENT] = true, [WRONG_PASSWORD] = true}
-local reply, queued, used, short = {}, {}, 0, false
+local reply, queued, writes, used, short = {}, {}, {}, 0, false
 local format = string.format('%%0%dd', width)
+-- The date's 8 digits are 4 whole bytes of every order number's digits.
+local packedDate, lastNow, lastMs = string.sub(bcd(date), 1, 4), nil, nil
 for i = 1, n do
   local e = envs[gkey(i, 1)]
   local user, p = garg(i, 1), plan[i]
@@ -283,13 +347,19 @@ for i = 1, n do
       e.next = e.next + 1
       used = used + 1
       local seq = (counter + used - 1) * stride + offset
-      claim = e.tail[e.count - k + 1] .. ':' .. garg(i, 2) .. ':' .. date .. string.format(format, seq)
+      if now[i] ~= lastNow then
+        lastNow, lastMs = now[i], varint(now[i])
+      end
+      local body = varint(e.ids[k]) .. varint(e.amounts[k]) .. lastMs .. packedDate .. bcd(string.format(format, seq))
+      claim = '\1' .. body
       code = GRANTED
       e.granted[user] = claim
-      e.writes[#e.writes + 1] = user
-      e.writes[#e.writes + 1] = claim
+      writes[#writes + 1] = gkey(i, 3)
+      writes[#writes + 1] = user
+      writes[#writes + 1] = claim
       e.cents = e.cents + e.amounts[k]
-      queued[#queued + 1] = garg(i, 3) .. ':' .. claim .. ':' .. user
+      e.packedID = e.packedID or varint(tonumber(garg(i, 3)))
+      queued[#queued + 1] = '\1' .. e.packedID .. body .. user
     end
   elseif p == again then
     if e.granted[user] then
@@ -308,14 +378,20 @@ for i = 1, n do
 end
 
 -- Write: the queue first (the one write whose key's type was not read
--- above), then once per envelope, then the counter.
+-- above), then the claims, then once per envelope, then the counter.
 if #queued > 0 then
   redis.call('LPUSH', KEYS[1], unpack(queued))
 end
+for w = 1, #writes, 3 do
+  redis.call('HSET', writes[w], writes[w + 1], writes[w + 2])
+end
 for _, e in ipairs(list) do
-  if #e.writes > 0 then
-    redis.call('HSET', e.claims, unpack(e.writes))
-    redis.call('HINCRBY', e.meta, 'grabbed_cents', e.cents)
+  if e.next > 0 then
+    if e.buckets > 0 then
+      redis.call('HSET', e.meta, 'grabbed_cents', e.grabbed + e.cents, 'claimed', e.claimed + e.next)
+    else
+      redis.call('HSET', e.meta, 'grabbed_cents', e.grabbed + e.cents)
+    end
     redis.call('LTRIM', e.pool, 0, -e.next - 1)
   end
 end

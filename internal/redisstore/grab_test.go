@@ -19,7 +19,7 @@ func TestGrabNotLoaded(t *testing.T) {
 		t.Fatalf("grab of unknown envelope = %v, want ErrNotLoaded", err)
 	}
 	k := s.Keys()
-	for _, key := range []string{k.Meta(5), k.Pool(5), k.Claims(5), k.Consumed(k.Shard(5))} {
+	for _, key := range []string{k.Meta(5), k.Pool(5), k.Claims(5), k.UserClaims(5, 1, "alice"), k.Consumed(k.Shard(5))} {
 		if exists(t, rdb, key) {
 			t.Errorf("%s created by a refused grab", key)
 		}
@@ -184,7 +184,7 @@ func TestGrabSoldOut(t *testing.T) {
 	if n := llen(t, rdb, k.Consumed(k.Shard(id))); n != 2 {
 		t.Errorf("consumed holds %d, want 2", n)
 	}
-	if n, _ := rdb.HLen(ctx, k.Claims(id)).Result(); n != 2 {
+	if n := len(redisstore.ClaimsOf(ctx, s, id)); n != 2 {
 		t.Errorf("claims hash holds %d, want 2", n)
 	}
 	live, err := s.Live(ctx, id)

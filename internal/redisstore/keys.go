@@ -1,6 +1,9 @@
 package redisstore
 
-import "strconv"
+import (
+	"hash/fnv"
+	"strconv"
+)
 
 // Keys builds every Redis key name of the service; no other file spells one.
 //
@@ -11,7 +14,10 @@ import "strconv"
 //	{<prefix>:s<shard>}:e:<envelope>:meta    hash: status, expires, count, total, grabbed_cents,
 //	                                         starts, password (digest), recipients (count)
 //	{<prefix>:s<shard>}:e:<envelope>:pool    list: packets not yet grabbed, "<packet>:<amount>"
-//	{<prefix>:s<shard>}:e:<envelope>:claims  hash: user -> "<packet>:<amount>:<grabbed_ms>:<order_no>"
+//	{<prefix>:s<shard>}:e:<envelope>:claims:<b>  hash, bucket b of the envelope's claims:
+//	                                         user -> "<packet>:<amount>:<grabbed_ms>:<order_no>"
+//	{<prefix>:s<shard>}:e:<envelope>:claims  hash: all claims of an envelope loaded before
+//	                                         claims had buckets (meta without "buckets")
 //	{<prefix>:s<shard>}:e:<envelope>:recipients  set: the users who may grab (only with recipients)
 //	{<prefix>:s<shard>}:consumed             list: "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>"
 //	{<prefix>:s<shard>}:inflight             list: the batch the flusher is writing now
@@ -59,8 +65,58 @@ func (k Keys) Meta(envelopeID int64) string { return k.envelope(envelopeID) + ":
 // Pool is the list of the envelope's packets not yet grabbed.
 func (k Keys) Pool(envelopeID int64) string { return k.envelope(envelopeID) + ":pool" }
 
-// Claims is the hash user -> claim of the envelope.
+// Claims is the single claims hash of an envelope loaded before claims had
+// buckets (its meta has no "buckets"); such an envelope keeps it until it
+// is settled or reloaded.
 func (k Keys) Claims(envelopeID int64) string { return k.envelope(envelopeID) + ":claims" }
+
+// An envelope's claims are spread over buckets, hashes of about
+// claimsPerBucket users each, so each stays a listpack (Redis's compact
+// encoding, hash-max-listpack-entries 128 by default): about 60 bytes a
+// claim instead of 100 in one large hash. A bucket holds a user's claim
+// whatever else the user does, so a repeat is answered from one small hash.
+const claimsPerBucket = 64
+
+// ClaimBuckets is the number of claim buckets of an envelope of count
+// packets: a pure function of the count, which never changes, so every
+// process and script agrees on it. Changing it changes where claims are
+// found: it is part of the storage format, like BucketOf.
+func ClaimBuckets(count int) int { return max(1, (count+claimsPerBucket-1)/claimsPerBucket) }
+
+// BucketOf is the bucket, in [0, buckets), of a user's claim (FNV-1a).
+func BucketOf(userID string, buckets int) int {
+	if buckets <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(userID))
+	return int(h.Sum32() % uint32(buckets))
+}
+
+// ClaimsBucket is bucket b of an envelope's claims hashes; with buckets 0
+// (an envelope loaded before claims had buckets) the single hash, Claims.
+func (k Keys) ClaimsBucket(envelopeID int64, buckets, b int) string {
+	if buckets == 0 {
+		return k.Claims(envelopeID)
+	}
+	return k.envelope(envelopeID) + ":claims:" + strconv.Itoa(b)
+}
+
+// UserClaims is the claims hash that holds (or will hold) a user's claim.
+func (k Keys) UserClaims(envelopeID int64, buckets int, userID string) string {
+	return k.ClaimsBucket(envelopeID, buckets, BucketOf(userID, buckets))
+}
+
+// ClaimBucketKeys are all claim buckets of an envelope of count packets,
+// for the scripts that create, expire or delete them.
+func (k Keys) ClaimBucketKeys(envelopeID int64, count int) []string {
+	n := ClaimBuckets(count)
+	out := make([]string, n)
+	for b := range out {
+		out[b] = k.ClaimsBucket(envelopeID, n, b)
+	}
+	return out
+}
 
 // Recipients is the set of the users who may grab the envelope; it exists
 // only for an envelope with recipients.

@@ -76,7 +76,7 @@ func TestKeysShareOneSlotPerEnvelope(t *testing.T) {
 			if want := int(id % int64(shards)); shard != want {
 				t.Fatalf("shards=%d: Shard(%d) = %d, want %d", shards, id, shard, want)
 			}
-			keys := []string{k.Meta(id), k.Pool(id), k.Claims(id), k.Consumed(shard), k.Inflight(shard), k.Rejected(shard),
+			keys := []string{k.Meta(id), k.Pool(id), k.Claims(id), k.ClaimsBucket(id, 3, 2), k.Consumed(shard), k.Inflight(shard), k.Rejected(shard),
 				k.Orders(shard, "20300517")}
 			wantTag := fmt.Sprintf("t:pfx:s%d", shard)
 			for _, key := range keys {
@@ -116,6 +116,9 @@ func TestKeysDistinct(t *testing.T) {
 		add(k.Meta(id), fmt.Sprintf("meta %d", id))
 		add(k.Pool(id), fmt.Sprintf("pool %d", id))
 		add(k.Claims(id), fmt.Sprintf("claims %d", id))
+		for b := range 3 {
+			add(k.ClaimsBucket(id, 3, b), fmt.Sprintf("claims bucket %d of %d", b, id))
+		}
 	}
 	for shard := range shards {
 		add(k.Consumed(shard), fmt.Sprintf("consumed %d", shard))
@@ -134,13 +137,15 @@ func TestKeyNamesFollowDesign(t *testing.T) {
 	t.Parallel()
 	k := redisstore.NewKeys("rp", 16)
 	for got, want := range map[string]string{
-		k.Meta(35):              "{rp:s3}:e:35:meta",
-		k.Pool(35):              "{rp:s3}:e:35:pool",
-		k.Claims(35):            "{rp:s3}:e:35:claims",
-		k.Consumed(3):           "{rp:s3}:consumed",
-		k.Inflight(3):           "{rp:s3}:inflight",
-		k.Rejected(15):          "{rp:s15}:rejected",
-		k.Orders(3, "20300517"): "{rp:s3}:order:20300517",
+		k.Meta(35):               "{rp:s3}:e:35:meta",
+		k.Pool(35):               "{rp:s3}:e:35:pool",
+		k.Claims(35):             "{rp:s3}:e:35:claims",
+		k.ClaimsBucket(35, 0, 0): "{rp:s3}:e:35:claims",
+		k.ClaimsBucket(35, 7, 6): "{rp:s3}:e:35:claims:6",
+		k.Consumed(3):            "{rp:s3}:consumed",
+		k.Inflight(3):            "{rp:s3}:inflight",
+		k.Rejected(15):           "{rp:s15}:rejected",
+		k.Orders(3, "20300517"):  "{rp:s3}:order:20300517",
 	} {
 		if got != want {
 			t.Errorf("key %q, want %q", got, want)

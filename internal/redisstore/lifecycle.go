@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,20 +20,21 @@ type Closed struct {
 	Pool         int64      // packets left in the pool before the call
 }
 
-// Close stops grants of an envelope for good, drops its pool and gives its
-// meta and claims a lifetime of ttl, so repeat grabs are still answered for
-// a while. A suspended or failed envelope is left unchanged.
-func (s *Store) Close(ctx context.Context, id int64, ttl time.Duration) (Closed, error) {
-	return s.runClose(ctx, id, MetaClosed, ttl)
+// Close stops grants of an envelope of count packets for good, drops its
+// pool and gives its meta and claims a lifetime of ttl, so repeat grabs are
+// still answered for a while. A suspended or failed envelope is left
+// unchanged.
+func (s *Store) Close(ctx context.Context, id int64, count int, ttl time.Duration) (Closed, error) {
+	return s.runClose(ctx, id, MetaClosed, ttl, s.keys.ClaimBucketKeys(id, count))
 }
 
 // Suspend stops grants of an envelope until an operator recovers it.
 func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
-	return s.runClose(ctx, id, MetaSuspended, 0)
+	return s.runClose(ctx, id, MetaSuspended, 0, nil)
 }
 
-func (s *Store) runClose(ctx context.Context, id int64, status MetaStatus, ttl time.Duration) (Closed, error) {
-	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}
+func (s *Store) runClose(ctx context.Context, id int64, status MetaStatus, ttl time.Duration, buckets []string) (Closed, error) {
+	keys := append([]string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}, buckets...)
 	code, payload, err := closeScript.Run(ctx, s.rdb, keys, string(status), max(ttl.Milliseconds(), 1))
 	if err == nil && code == closeNoMeta {
 		return Closed{}, nil
@@ -66,12 +65,14 @@ func parseClosed(payload any) (Closed, error) {
 	return c, err
 }
 
-// Fail marks an envelope that never finished loading as failed in Redis,
+// Fail marks an envelope of count packets that never finished loading as
+// failed in Redis,
 // unless it was loaded after all (wasLoaded: it may have been offered, and
 // nothing changed). A late load of a failed envelope changes nothing. Like
 // LoadEnvelopeIn it acts only while the shard still holds epoch.
-func (s *Store) Fail(ctx context.Context, epoch string, id int64, ttl time.Duration) (wasLoaded bool, err error) {
+func (s *Store) Fail(ctx context.Context, epoch string, id int64, count int, ttl time.Duration) (wasLoaded bool, err error) {
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
+	keys = append(keys, s.keys.ClaimBucketKeys(id, count)...)
 	code, _, err := failScript.Run(ctx, s.rdb, keys, max(ttl.Milliseconds(), 1), epoch)
 	if err != nil {
 		return false, fmt.Errorf("fail envelope %d: %w", id, err)
@@ -90,7 +91,7 @@ type HeldClaim struct {
 // whose grabbed cents are those of held, with the envelope's gates.
 func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet, g Gates) error {
 	var grabbed int64
-	args := make([]any, 0, 8+len(g.Recipients)+2*len(held)+len(pool))
+	args := make([]any, 0, 8+len(g.Recipients)+3*len(held)+len(pool))
 	all := append(make([]Packet, 0, len(held)+len(pool)), pool...)
 	for _, h := range held {
 		grabbed += h.AmountCents
@@ -101,15 +102,16 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 	}
 	args = append(args, expiresAt.UnixMilli(), count, totalCents, grabbed, len(held))
 	args = g.args(args)
+	buckets := ClaimBuckets(count)
 	for _, h := range held {
-		c := strconv.FormatInt(h.PacketID, 10) + ":" + strconv.FormatInt(h.AmountCents, 10) + ":" +
-			strconv.FormatInt(h.GrabbedAt.UnixMilli(), 10) + ":" + h.OrderNo
-		args = append(args, h.UserID, c)
+		args = append(args, BucketOf(h.UserID, buckets), h.UserID, string(appendClaim(nil, h.Claim)))
 	}
 	for _, p := range pool {
 		args = append(args, string(appendPacket(nil, p)))
 	}
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}
+	keys = append(keys, s.keys.ClaimBucketKeys(id, count)...)
+	s.bucketCache.forget(id)
 	if _, _, err := reloadScript.Run(ctx, s.rdb, keys, args...); err != nil {
 		return fmt.Errorf("reload envelope %d: %w", id, err)
 	}
@@ -146,7 +148,6 @@ func (s *Store) GrabbedCents(ctx context.Context, ids []int64) (map[int64]int64,
 // not for the hot path.
 func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
 	shard := s.keys.Shard(id)
-	prefix := strconv.FormatInt(id, 10) + ":"
 	n := 0
 	for _, key := range []string{s.keys.Inflight(shard), s.keys.Consumed(shard)} {
 		for start := int64(0); ; start += queuedPage {
@@ -155,7 +156,7 @@ func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
 				return 0, fmt.Errorf("queued claims of envelope %d: %w", id, err)
 			}
 			for _, raw := range page {
-				if strings.HasPrefix(raw, prefix) {
+				if queuedEnvelope(raw) == id {
 					n++
 				}
 			}
@@ -194,10 +195,14 @@ func (s *Store) SetEpoch(ctx context.Context, shard int, token string) error {
 	return nil
 }
 
-// Forget deletes an envelope's keys. Grabs of it are then answered from
-// PostgreSQL, so it is only for envelopes PostgreSQL has finished.
-func (s *Store) Forget(ctx context.Context, id int64) error {
-	if err := s.rdb.Del(ctx, s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)).Err(); err != nil {
+// Forget deletes the keys of an envelope of count packets. Grabs of it are
+// then answered from PostgreSQL, so it is only for envelopes PostgreSQL has
+// finished.
+func (s *Store) Forget(ctx context.Context, id int64, count int) error {
+	keys := append([]string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)},
+		s.keys.ClaimBucketKeys(id, count)...)
+	// One DEL: the keys share the envelope's shard tag, so one slot.
+	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("forget envelope %d: %w", id, err)
 	}
 	return nil

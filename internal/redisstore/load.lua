@@ -2,9 +2,11 @@
 --
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
--- KEYS[3] claims hash of the envelope
+-- KEYS[3] claims hash of the envelope as it was before buckets (Keys.Claims)
 -- KEYS[4] epoch of the envelope's shard
 -- KEYS[5] recipients set of the envelope
+-- KEYS[6 ..] the envelope's claim buckets, all of them: their number is
+--         the "buckets" the meta records for the grabs (Keys.ClaimBuckets)
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
 -- ARGV[3] total cents, at most 2^53 - 1 (the caller checked that the
@@ -41,8 +43,9 @@ local function whole(v, lo)
 end
 
 local count, total, r = whole(ARGV[2], 1), whole(ARGV[3], 1), whole(ARGV[7], 0)
+local buckets = #KEYS - 5
 if not whole(ARGV[1], 0) or not count or not total or not r or not whole(ARGV[5], 0)
-    or count ~= #ARGV - 7 - r or total < count then
+    or count ~= #ARGV - 7 - r or total < count or buckets < 1 then
   return redis.error_reply('load: bad arguments')
 end
 if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
@@ -58,6 +61,11 @@ end
 if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) > 0 then
   return {INCONSISTENT}
 end
+for i = 6, #KEYS, 1000 do
+  if redis.call('EXISTS', unpack(KEYS, i, math.min(i + 999, #KEYS))) > 0 then
+    return {INCONSISTENT}
+  end
+end
 -- unpack() is bounded by the Lua stack: push in chunks. The pool does not
 -- exist, so no push can fail.
 for i = 8, 7 + r, 1000 do
@@ -68,5 +76,5 @@ for i = 8 + r, #ARGV, 1000 do
 end
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
   'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', 0,
-  'starts', ARGV[5], 'password', ARGV[6], 'recipients', r)
+  'starts', ARGV[5], 'password', ARGV[6], 'recipients', r, 'buckets', buckets, 'claimed', 0)
 return {LOADED}

@@ -48,7 +48,7 @@ func TestLoadEnvelope(t *testing.T) {
 	if fmt.Sprint(metaAfter) != fmt.Sprint(metaBefore) {
 		t.Errorf("meta after second load = %v, want %v", metaAfter, metaBefore)
 	}
-	if n, _ := rdb.HLen(ctx, k.Claims(id)).Result(); n != 3 {
+	if n := len(redisstore.ClaimsOf(ctx, s, id)); n != 3 {
 		t.Errorf("claims after second load: %d, want 3", n)
 	}
 }
@@ -75,12 +75,12 @@ func wantFreshLoad(t *testing.T, s *redisstore.Store, rdb redis.UniversalClient,
 	wantMeta := map[string]string{
 		"status": "open", "expires": "1900000000123", "count": "10",
 		"total": strconv.FormatInt(total, 10), "grabbed_cents": "0",
-		"starts": "0", "password": "", "recipients": "0",
+		"starts": "0", "password": "", "recipients": "0", "buckets": "1", "claimed": "0",
 	}
 	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
 		t.Errorf("meta = %v, want %v", meta, wantMeta)
 	}
-	if exists(t, rdb, k.Claims(id)) {
+	if exists(t, rdb, k.Claims(id)) || exists(t, rdb, k.ClaimsBucket(id, 1, 0)) {
 		t.Errorf("claims hash exists before any grab")
 	}
 }

@@ -1,28 +1,35 @@
 package redisstore_test
 
 import (
+	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv/throwaway"
 )
 
-// BenchmarkMemoryPerPacket reports Redis memory (MEMORY USAGE, every element
-// counted) per packet of a 100,000-packet envelope: in the pool before any
-// grab, then per grab not yet flushed (its claim in the envelope's claims
-// hash plus its entry in the shard's queue), then per claim kept after the
-// flush (the claims hash answers repeats until the keys expire).
+// BenchmarkMemoryPerPacket reports what Redis holds per packet of a
+// 100,000-packet envelope, as deltas of INFO memory's used_memory on a Redis
+// of its own with the default configuration: per packet in the pool before
+// any grab, per grab waiting for the flusher (its claim and its queue entry,
+// less the pool entry it freed), and per claim kept once the queue is
+// written (the claims answer repeats until the keys expire).
 func BenchmarkMemoryPerPacket(b *testing.B) {
-	s, rdb := newStore(b)
+	rdb := privateRedis(b)
+	s := numbered(redisstore.New(rdb, "mem", 1))
 	ctx := b.Context()
-	k := s.Keys()
 	const n = 100_000
 	now := time.Now()
 	for i := range b.N {
 		id := int64(i + 1)
+		empty := usedMemory(b, rdb)
 		load(b, s, id, n, now)
-		pool := memory(b, rdb.MemoryUsage(ctx, k.Pool(id), 0).Val())
+		pooled := usedMemory(b, rdb)
 		stop := s.Coalesce(4, 64)
 		for u := range n {
 			if _, err := s.Grab(ctx, id, "user-"+strconv.Itoa(u), now); err != nil {
@@ -30,20 +37,53 @@ func BenchmarkMemoryPerPacket(b *testing.B) {
 			}
 		}
 		stop()
-		claims := memory(b, rdb.MemoryUsage(ctx, k.Claims(id), 0).Val())
-		queue := memory(b, rdb.MemoryUsage(ctx, k.Consumed(k.Shard(id)), 0).Val())
-		b.ReportMetric(pool/n, "B/pooled")
-		b.ReportMetric((claims+queue)/n, "B/unflushed")
-		b.ReportMetric(claims/n, "B/claim")
-		rdb.Del(ctx, k.Meta(id), k.Pool(id), k.Claims(id), k.Consumed(k.Shard(id)))
+		waiting := usedMemory(b, rdb)
+		if err := rdb.Del(ctx, s.Keys().Consumed(0)).Err(); err != nil {
+			b.Fatal(err)
+		}
+		kept := usedMemory(b, rdb)
+		b.ReportMetric(float64(pooled-empty)/n, "B/pooled")
+		b.ReportMetric(float64(waiting-empty)/n, "B/waiting")
+		b.ReportMetric(float64(kept-empty)/n, "B/claim")
+		if err := rdb.FlushAll(ctx).Err(); err != nil { // its own server
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(0, "ns/op")
-	_ = redisstore.MetaOpen
 }
 
-func memory(b *testing.B, v int64) float64 {
-	if v <= 0 {
-		b.Fatalf("MEMORY USAGE = %d", v)
+// privateRedis starts a Redis of the benchmark's own, so that no other
+// client's keys move its memory figures.
+func privateRedis(b *testing.B) *redis.Client {
+	srv, err := throwaway.StartRedis(b.Context())
+	if err != nil {
+		b.Fatal(err)
 	}
-	return float64(v)
+	b.Cleanup(func() { _ = srv.Stop() })
+	opt, err := redis.ParseURL(srv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	b.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// usedMemory is INFO memory's used_memory.
+func usedMemory(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no used_memory in %q", info)
+	return 0
 }

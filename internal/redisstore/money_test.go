@@ -53,7 +53,7 @@ func TestGrabRefusesInexactMoney(t *testing.T) {
 			before := dumpEnvelope(t, s, 1)
 			queued := s.rdb.LLen(ctx, s.keys.Consumed(1)).Val()
 			sc := &shardCall{}
-			for _, g := range []grabCall{s.newGrab(1, "a", now), s.newGrab(5, "b", now), s.newGrab(1, "holder", now), s.newGrab(5, "c", now)} {
+			for _, g := range []grabCall{grabFor(s, 1, "a", now), grabFor(s, 5, "b", now), grabFor(s, 1, "holder", now), grabFor(s, 5, "c", now)} {
 				sc.grabs = append(sc.grabs, &pendingGrab{call: g})
 			}
 			keys, args := s.grabArgs(sc)
@@ -83,7 +83,7 @@ func dumpEnvelope(t *testing.T, s *Store, id int64) map[string]any {
 	return map[string]any{
 		"meta":   s.rdb.HGetAll(ctx, s.keys.Meta(id)).Val(),
 		"pool":   s.rdb.LRange(ctx, s.keys.Pool(id), 0, -1).Val(),
-		"claims": s.rdb.HGetAll(ctx, s.keys.Claims(id)).Val(),
+		"claims": ClaimsOf(ctx, s, id),
 	}
 }
 
@@ -111,7 +111,7 @@ func TestLoadChecksMoney(t *testing.T) {
 			t.Errorf("load of %d cents in %v accepted", c.total, c.packets)
 		}
 	}
-	keys := []string{s.keys.Meta(7), s.keys.Pool(7), s.keys.Claims(7), s.keys.Epoch(3)}
+	keys := []string{s.keys.Meta(7), s.keys.Pool(7), s.keys.Claims(7), s.keys.Epoch(3), s.keys.Recipients(7), s.keys.ClaimsBucket(7, 1, 0)}
 	for _, args := range [][]any{
 		{exp.UnixMilli(), 1, "1e17", "", "1:100000000000000000"},
 		{exp.UnixMilli(), 2, 10, "", "1:10"}, // count differs from the packets

@@ -119,7 +119,7 @@ func TestGrabCallShapes(t *testing.T) {
 	t.Parallel()
 	s := New(nil, "p", 4)
 	newMemNumbering(s, 10, 100, time.UTC)
-	sc := &shardCall{grabs: []*pendingGrab{{call: s.newGrab(1, "a", time.Now())}, {call: s.newGrab(5, "b", time.Now())}}}
+	sc := &shardCall{grabs: []*pendingGrab{{call: s.newGrab(1, "a", time.Now(), 1)}, {call: s.newGrab(5, "b", time.Now(), 1)}}}
 	pair := []any{int64(grabGranted), "5:6:7:8"}
 	for _, v := range []any{
 		nil, int64(0), "x", []any{}, []any{int64(grabDone)}, []any{"0", []any{int64(0)}},

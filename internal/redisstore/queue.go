@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,9 +23,13 @@ type QueuedClaim struct {
 	OrderNo     string
 }
 
-// ParseQueued reads "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>";
+// ParseQueued reads a queue entry (codec.go), compact or in the text of
+// earlier versions, "<envelope>:<packet>:<amount>:<grabbed_ms>:<order_no>:<user>";
 // the user id comes last because it may itself contain colons.
 func ParseQueued(raw string) (QueuedClaim, error) {
+	if isCompact(raw) {
+		return parseCompactQueued(raw)
+	}
 	f, rest, err := splitInts(raw, 4)
 	orderNo, user, ok := strings.Cut(rest, ":")
 	if err != nil || !ok || !isDigits(orderNo) || user == "" {
@@ -34,6 +39,19 @@ func ParseQueued(raw string) (QueuedClaim, error) {
 		EnvelopeID: f[0], PacketID: f[1], AmountCents: f[2],
 		GrabbedAt: time.UnixMilli(f[3]).UTC(), OrderNo: orderNo, UserID: user,
 	}, nil
+}
+
+func parseCompactQueued(raw string) (QueuedClaim, error) {
+	env, n := binary.Uvarint([]byte(raw[1:min(len(raw), 1+binary.MaxVarintLen64)]))
+	if n <= 0 || env < 1 || env > maxExact {
+		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
+	}
+	c, user, err := decodeClaimBody(raw[1+n:])
+	if err != nil || c.OrderNo == "" || user == "" {
+		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
+	}
+	return QueuedClaim{EnvelopeID: int64(env), PacketID: c.PacketID, AmountCents: c.AmountCents,
+		GrabbedAt: c.GrabbedAt, OrderNo: c.OrderNo, UserID: user}, nil
 }
 
 // Take returns the shard's in-flight batch: the one an earlier flusher left
@@ -159,9 +177,9 @@ type Live struct {
 // Live reads an envelope's live counts in one round trip.
 func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	pipe := s.rdb.Pipeline()
-	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), "status", "grabbed_cents")
+	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), fieldStatus, fieldGrabbedCents, fieldClaimed)
 	pool := pipe.LLen(ctx, s.keys.Pool(envelopeID))
-	claims := pipe.HLen(ctx, s.keys.Claims(envelopeID))
+	legacy := pipe.HLen(ctx, s.keys.Claims(envelopeID))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: %w", envelopeID, err)
 	}
@@ -175,7 +193,17 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	if err != nil {
 		return Live{}, fmt.Errorf("live state of envelope %d: grabbed_cents %q", envelopeID, cents)
 	}
-	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims.Val(), GrabbedCents: grabbed}, nil
+	// The buckets' claims are counted in the meta; an envelope loaded before
+	// buckets has no count and its one hash is counted instead.
+	claims := legacy.Val()
+	if c, ok := vals[2].(string); ok {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			return Live{}, fmt.Errorf("live state of envelope %d: claimed %q", envelopeID, c)
+		}
+		claims += n
+	}
+	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims, GrabbedCents: grabbed}, nil
 }
 
 // Reject keeps claims the flusher cannot read in the shard's rejected list,

@@ -4,8 +4,10 @@
 --
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
--- KEYS[3] claims hash of the envelope
+-- KEYS[3] claims hash of the envelope as it was before buckets (Keys.Claims):
+--         deleted, the claims go to the buckets
 -- KEYS[4] recipients set of the envelope
+-- KEYS[5 ..] the envelope's claim buckets, all of them (Keys.ClaimBuckets)
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
 -- ARGV[3] total cents, at most 2^53 - 1
@@ -15,8 +17,9 @@
 -- ARGV[7] password digest, or '' for none
 -- ARGV[8] r, the number of recipients that follow (0: anyone may grab)
 -- ARGV[9 .. 8+r] recipients
--- ARGV[9+r .. 8+r+2n] user, "<packet>:<amount>:<grabbed_ms>:<order_no>" pairs
--- ARGV[9+r+2n ..] packets not claimed, "<packet>:<amount>"
+-- ARGV[9+r .. 8+r+3n] the claims: bucket (0-based, Keys.BucketOf), user,
+--                     claim (compact, codec.go)
+-- ARGV[9+r+3n ..] packets not claimed, "<packet>:<amount>"
 --
 -- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is there and not
 -- suspended (the operator's recovery suspends it first, so grants have
@@ -35,30 +38,39 @@ end
 
 local count, total, grabbed, claims = whole(ARGV[2], 1), whole(ARGV[3], 1), whole(ARGV[4], 0), whole(ARGV[5], 0)
 local r = whole(ARGV[8], 0)
+local buckets = #KEYS - 4
 if not whole(ARGV[1], 0) or not count or not total or not grabbed or grabbed > total or not claims
-    or not r or not whole(ARGV[6], 0)
-    or 8 + r + 2 * claims > #ARGV or claims + #ARGV - 8 - r - 2 * claims ~= count then
+    or not r or not whole(ARGV[6], 0) or buckets < 1
+    or 8 + r + 3 * claims > #ARGV or claims + #ARGV - 8 - r - 3 * claims ~= count then
   return redis.error_reply('reload: bad arguments')
+end
+local first = 9 + r + 3 * claims
+for i = 9 + r, first - 1, 3 do
+  local b = whole(ARGV[i], 0)
+  if not b or b >= buckets then
+    return redis.error_reply('reload: bad bucket')
+  end
 end
 -- Read first: a meta of another type fails here, before any write.
 local status = redis.call('HGET', KEYS[1], 'status')
 if status and status ~= 'suspended' then
   return {NOT_SUSPENDED}
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-local first = 9 + r + 2 * claims
+for i = 1, #KEYS, 1000 do
+  redis.call('DEL', unpack(KEYS, i, math.min(i + 999, #KEYS)))
+end
 -- unpack() is bounded by the Lua stack: write in chunks. The keys were just
 -- deleted, so no write can fail on their type.
 for i = 9, 8 + r, 1000 do
   redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 999, 8 + r)))
 end
-for i = 9 + r, first - 1, 1000 do
-  redis.call('HSET', KEYS[3], unpack(ARGV, i, math.min(i + 999, first - 1)))
+for i = 9 + r, first - 1, 3 do
+  redis.call('HSET', KEYS[5 + tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
 end
 for i = first, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[1],
   'count', ARGV[2], 'total', ARGV[3], 'grabbed_cents', ARGV[4],
-  'starts', ARGV[6], 'password', ARGV[7], 'recipients', r)
+  'starts', ARGV[6], 'password', ARGV[7], 'recipients', r, 'buckets', buckets, 'claimed', claims)
 return {RELOADED}

@@ -78,6 +78,7 @@ var grabOutcomes = []rs.Reply{
 	{Code: grabNotStarted, Name: "NOT_STARTED", Err: ErrNotStarted},
 	{Code: grabNotRecipient, Name: "NOT_RECIPIENT", Err: ErrNotRecipient},
 	{Code: grabWrongPassword, Name: "WRONG_PASSWORD", Err: ErrWrongPassword},
+	{Code: grabStale, Name: "STALE", Err: errStaleBuckets},
 }
 
 // Reply codes of grab.lua, per call.
@@ -103,6 +104,11 @@ const (
 	grabNotStarted    rs.Code = 8
 	grabNotRecipient  rs.Code = 9
 	grabWrongPassword rs.Code = 10
+
+	// The caller named the envelope's claims by another number of buckets
+	// than its meta records: nothing was read or taken; ask again with the
+	// meta's number.
+	grabStale rs.Code = 11
 )
 
 // Reply codes of order_ceiling.lua.
@@ -169,6 +175,8 @@ const (
 	fieldStarts       = "starts"
 	fieldPassword     = "password"
 	fieldRecipients   = "recipients"
+	fieldBuckets      = "buckets" // claim buckets (ClaimBuckets); absent: the one claims hash
+	fieldClaimed      = "claimed" // claims in the buckets (the one hash is counted by HLEN)
 	fieldCounter      = "counter"
 	fieldCeiling      = "ceiling"
 	fieldIdentity     = "identity"
@@ -178,7 +186,7 @@ const (
 // Redis commands: every one a constant above (redisscript.Script.Check).
 func ScriptWords() []string {
 	words := []string{fieldStatus, fieldExpires, fieldCount, fieldTotal, fieldGrabbedCents,
-		fieldStarts, fieldPassword, fieldRecipients,
+		fieldStarts, fieldPassword, fieldRecipients, fieldBuckets, fieldClaimed,
 		fieldCounter, fieldCeiling, fieldIdentity}
 	for _, s := range metaStatuses {
 		words = append(words, string(s))

@@ -41,6 +41,8 @@ type Store struct {
 	keys      Keys
 	coalescer *coalescer // set by Coalesce
 
+	bucketCache bucketCache
+
 	// Set by NumberOrders.
 	numbering  OrderNumbering
 	orderWidth string  // ARGV of grab.lua
@@ -129,9 +131,13 @@ func (s *Store) LoadGated(ctx context.Context, epoch string, id int64, expiresAt
 		args = append(args, string(buf))
 	}
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id)), s.keys.Recipients(id)}
+	keys = append(keys, s.keys.ClaimBucketKeys(id, len(packets))...)
 	code, _, err := loadScript.Run(ctx, s.rdb, keys, args...)
 	if err != nil {
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
+	}
+	if code == loadLoaded {
+		s.bucketCache.put(id, ClaimBuckets(len(packets)))
 	}
 	return code == loadLoaded, nil
 }
@@ -185,29 +191,37 @@ func (s *Store) GrabWithPassword(ctx context.Context, envelopeID int64, userID, 
 	if s.numbering == nil {
 		return Claim{}, fmt.Errorf("grab envelope %d: the store numbers no orders (NumberOrders)", envelopeID)
 	}
-	g := s.newGrab(envelopeID, userID, now)
-	g.args[3] = digest
 	for attempt := 1; ; attempt++ {
+		buckets, err := s.buckets(ctx, envelopeID)
+		if err != nil {
+			return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+		}
+		g := s.newGrab(envelopeID, userID, now, buckets)
+		g.args[3] = digest
 		r := s.grabOnce(ctx, g)
 		var short *OrderShortage
-		if !errors.As(r.err, &short) {
-			c, err := r.claim()
-			if err != nil {
-				return c, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+		c, err := r.claim()
+		switch {
+		case errors.As(r.err, &short) && attempt < maxGrabAttempts:
+			if err := s.numbering.Supply(ctx, short); err != nil {
+				return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
 			}
-			return c, nil
-		}
-		if attempt == maxGrabAttempts {
+		case short != nil:
 			return Claim{}, fmt.Errorf("grab envelope %d: still no order number after %d supplies: %w", envelopeID, attempt-1, short)
-		}
-		if err := s.numbering.Supply(ctx, short); err != nil {
-			return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+		case errors.Is(err, errStaleBuckets) && attempt < maxGrabAttempts:
+			// Loaded or reloaded since its buckets were read.
+			s.bucketCache.forget(envelopeID)
+		case err != nil:
+			return c, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+		default:
+			return c, nil
 		}
 	}
 }
 
 // maxGrabAttempts bounds how often a grab is asked again after its shard
-// was supplied order numbers (others may take them first).
+// was supplied order numbers (others may take them first) or its envelope's
+// claim buckets were read again.
 const maxGrabAttempts = 5
 
 func (s *Store) grabOnce(ctx context.Context, g grabCall) grabReply {
@@ -224,16 +238,17 @@ func (s *Store) grabOnce(ctx context.Context, g grabCall) grabReply {
 type grabCall struct {
 	shard int
 	date  string    // the day of its order number
-	keys  [4]string // meta, pool, claims, recipients
-	args  [4]any    // user, now, envelope, password digest
+	keys  [4]string // meta, pool, the user's claims hash, recipients
+	args  [5]any    // user, now, envelope, password digest, claim buckets
 }
 
-func (s *Store) newGrab(envelopeID int64, userID string, now time.Time) grabCall {
+func (s *Store) newGrab(envelopeID int64, userID string, now time.Time, buckets int) grabCall {
 	return grabCall{
 		shard: s.keys.Shard(envelopeID),
 		date:  s.numbering.Date(now),
-		keys:  [4]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID), s.keys.Claims(envelopeID), s.keys.Recipients(envelopeID)},
-		args:  [4]any{userID, now.UnixMilli(), envelopeID, ""},
+		keys: [4]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID),
+			s.keys.UserClaims(envelopeID, buckets, userID), s.keys.Recipients(envelopeID)},
+		args: [5]any{userID, now.UnixMilli(), envelopeID, "", buckets},
 	}
 }
 
@@ -241,9 +256,9 @@ func (s *Store) newGrab(envelopeID int64, userID string, now time.Time) grabCall
 // (one shard, one day).
 func (s *Store) grabArgs(sc *shardCall) ([]string, []any) {
 	g0 := sc.grabs[0].call
-	ks := make([]string, 2, 2+4*len(sc.grabs))
+	ks := make([]string, 2, 2+len(g0.keys)*len(sc.grabs))
 	ks[0], ks[1] = s.keys.Consumed(g0.shard), s.keys.Orders(g0.shard, g0.date)
-	args := make([]any, 5, 5+4*len(sc.grabs))
+	args := make([]any, 5, 5+len(g0.args)*len(sc.grabs))
 	args[0], args[1], args[2], args[3], args[4] = g0.date, s.orderWidth, s.keys.Shards(), g0.shard+1, s.maxCounter[g0.shard]
 	for _, p := range sc.grabs {
 		ks = append(ks, p.call.keys[:]...)
@@ -349,10 +364,21 @@ func parseOutcome(code rs.Code, raw string) (Claim, error) {
 	return c, err
 }
 
-// parseClaim reads "<packet>:<amount>:<grabbed_ms>:<order_no>". The order
-// number is empty only in a claim an operator's reload restored from a
-// PostgreSQL row that has none.
+// ParseClaim reads a claim as a claims hash holds it (for the audit).
+func ParseClaim(raw string) (Claim, error) { return parseClaim(raw) }
+
+// parseClaim reads a claim (codec.go), compact or in the text of earlier
+// versions, "<packet>:<amount>:<grabbed_ms>:<order_no>". The order number
+// is empty only in a claim an operator's reload restored from a PostgreSQL
+// row that has none.
 func parseClaim(raw string) (Claim, error) {
+	if isCompact(raw) {
+		c, rest, err := decodeClaimBody(raw[1:])
+		if err != nil || rest != "" {
+			return Claim{}, fmt.Errorf("malformed claim %q", raw)
+		}
+		return c, nil
+	}
 	f, rest, err := splitInts(raw, 3)
 	if err != nil || (rest != "" && !isDigits(rest)) {
 		return Claim{}, fmt.Errorf("malformed claim %q", raw)
