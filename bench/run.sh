@@ -153,27 +153,31 @@ bench_original() {
 
 # bench_shipped runs grab.lua, one grab a call, with its KEYS/ARGV as
 # documented in the file. Three layouts are known: the current one (consumed
-# list, the shard's order-number hash, then meta, pool, claims of each grab;
-# ARGV the day, width, shards, offset and largest counter, then user, now
-# (ms), envelope id of each grab), whose order hash is given a ceiling no run
-# reaches and this Redis's identity; and two earlier ones that took the order
-# number as an argument (consumed list first, or last). A probe call must
-# grant a packet first; if no layout does, it prints nothing and the row is
-# reported as skipped.
+# list, the shard's order-number hash, then meta, pool, the user's claims
+# bucket and recipients of each grab; ARGV the day, width, shards, offset and
+# largest counter, then user, now (ms), envelope id, password digest and
+# claim buckets of each grab), whose order hash is given a ceiling no run
+# reaches and this Redis's identity, and whose meta names one claim bucket
+# so that every random user's claim goes to the one key the call names; and
+# two earlier ones that took the order number as an argument (consumed list
+# first, or last). A probe call must grant a packet first; if no layout
+# does, it prints nothing and the row is reported as skipped.
 bench_shipped() {
 	local tag="{$PREFIX:rb}" sha reply now far layout replid
 	local meta=$tag:meta pool=$tag:pool claims=$tag:claims consumed=$tag:consumed orders=$tag:orders
-	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" >/dev/null
+	local recipients=$tag:recipients
+	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" "$recipients" >/dev/null
 	now=$(($(date +%s) * 1000))
 	far=$((now + 3600 * 1000))
-	rcli HSET "$meta" status open expires "$far" count "$((RB_REQUESTS + 2))" total "$((RB_REQUESTS * 200))" grabbed_cents 0 >/dev/null
+	rcli HSET "$meta" status open expires "$far" count "$((RB_REQUESTS + 2))" total "$((RB_REQUESTS * 200))" grabbed_cents 0 \
+		starts 0 password "" recipients 0 buckets 1 claimed 0 >/dev/null
 	replid=$(rcli INFO replication | tr -d '\r' | sed -n 's/^master_replid://p')
 	rcli HSET "$orders" counter 0 ceiling 1000000000 identity "$replid" >/dev/null
 	fill_pool "$pool" "$((RB_REQUESTS + 2))" plain
 	sha=$(rcli SCRIPT LOAD "$(cat internal/redisstore/grab.lua)")
-	reply=$(rcli EVALSHA "$sha" 5 "$consumed" "$orders" "$meta" "$pool" "$claims" 20261121 10 1 1 100000000 probe-$RANDOM "$now" 1 2>/dev/null | head -3 | tr '\n' ' ')
+	reply=$(rcli EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 probe-$RANDOM "$now" 1 "" 1 2>/dev/null | head -3 | tr '\n' ' ')
 	if [[ $reply == "0 "*" 0 "* ]]; then
-		redis_bench 1 EVALSHA "$sha" 5 "$consumed" "$orders" "$meta" "$pool" "$claims" 20261121 10 1 1 100000000 u:__rand_int__ "$now" 1
+		redis_bench 1 EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 u:__rand_int__ "$now" 1 "" 1
 	else
 		for layout in "$consumed $meta $pool $claims" "$meta $pool $claims $consumed"; do
 			# shellcheck disable=SC2086 # the layout is four key names
@@ -185,7 +189,7 @@ bench_shipped() {
 			fi
 		done
 	fi
-	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" >/dev/null
+	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" "$recipients" >/dev/null
 }
 
 # gobench runs one Go benchmark and prints the value of each unit asked for,
@@ -220,7 +224,7 @@ echo "bench: (d) grab service in process, (e) flusher drain, (f) create, (g) mem
 read -r D_NS <<<"$(gobench ./internal/grab 'BenchmarkServiceGrab/batch=64$' 200000x ns/op)"
 read -r E_CPS <<<"$(gobench ./internal/flush 'BenchmarkDrain/batch=2000$' 2x claims/s)"
 read -r F_NS <<<"$(gobench ./internal/grab 'BenchmarkCreate$' 5x ns/op)"
-read -r G_POOL G_UNFLUSHED G_CLAIM <<<"$(gobench ./internal/redisstore 'BenchmarkMemoryPerPacket$' 1x B/pooled B/unflushed B/claim)"
+read -r G_POOL G_UNFLUSHED G_CLAIM <<<"$(gobench ./internal/redisstore 'BenchmarkMemoryPerPacket$' 1x B/pooled B/waiting B/claim)"
 
 echo "bench: (b) loadgen -> noop-server for $DURATION" >&2
 NOOP_ADDR=127.0.0.1:$(free_port)
