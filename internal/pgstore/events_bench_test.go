@@ -47,13 +47,16 @@ const (
 )
 
 // batches hands out batches of new claims, inserting a fresh envelope
-// whenever the current one runs out of packets.
+// whenever the current one runs out of packets: envelopes env+1, env+2, ...
+// (env starts at 0 unless set), their packets claimed by claimOf (claim,
+// each packet by a new user, unless set).
 type batches struct {
 	b       *testing.B
 	s       *pgstore.Store
 	amounts []int64
 	env     int64
 	used    int
+	claimOf func(env, packet int64) pgstore.Claim
 }
 
 func newBatches(b *testing.B, s *pgstore.Store) *batches {
@@ -61,7 +64,9 @@ func newBatches(b *testing.B, s *pgstore.Store) *batches {
 	for i := range amounts {
 		amounts[i] = int64(1 + i%97)
 	}
-	return &batches{b: b, s: s, amounts: amounts, used: perEnvelope}
+	return &batches{b: b, s: s, amounts: amounts, used: perEnvelope, claimOf: func(env, p int64) pgstore.Claim {
+		return claim(env, p, "u"+strconv.FormatInt(p, 10))
+	}}
 }
 
 func (bs *batches) next(ctx context.Context) []pgstore.Claim {
@@ -78,7 +83,7 @@ func (bs *batches) next(ctx context.Context) []pgstore.Claim {
 	batch := make([]pgstore.Claim, claimBatch)
 	for i := range batch {
 		p := bs.env*10_000_000 + int64(bs.used+i)
-		batch[i] = claim(bs.env, p, "u"+strconv.FormatInt(p, 10))
+		batch[i] = bs.claimOf(bs.env, p)
 	}
 	bs.used += claimBatch
 	return batch

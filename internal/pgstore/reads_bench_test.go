@@ -26,7 +26,7 @@ func BenchmarkHistoryPages(b *testing.B) {
 	defer cancel()
 	writeHistoryTables(ctx, b, pool, n)
 
-	oldestClaim, oldestEnvelope := deepestKeys(ctx, pool)
+	oldestClaim, oldestEnvelope := deepestKeys(ctx, pool, "user-7", "sender-7")
 	far := t0.AddDate(100, 0, 0)
 	b.Run("user/first", func(b *testing.B) {
 		benchPage(b, func() (int, error) { return pageRows(s.UserClaims(ctx, "user-7", far, 1<<62, historyLimit)) })
@@ -121,12 +121,12 @@ type historyKey struct {
 	id int64
 }
 
-// deepestKeys are the cursors of the deepest pages: of user-7's claims and
-// of sender-7's envelopes.
-func deepestKeys(ctx context.Context, pool *pgxpool.Pool) (oldestClaim, oldestEnvelope historyKey) {
-	_ = pool.QueryRow(ctx, `SELECT claimed_at, id FROM packets WHERE claimed_by = 'user-7' ORDER BY claimed_at, id OFFSET $1 LIMIT 1`, historyLimit).
+// deepestKeys are the cursors of the deepest pages: of user's claims and
+// of sender's envelopes.
+func deepestKeys(ctx context.Context, pool *pgxpool.Pool, user, sender string) (oldestClaim, oldestEnvelope historyKey) {
+	_ = pool.QueryRow(ctx, `SELECT claimed_at, id FROM packets WHERE claimed_by = $2 ORDER BY claimed_at, id OFFSET $1 LIMIT 1`, historyLimit, user).
 		Scan(&oldestClaim.at, &oldestClaim.id)
-	_ = pool.QueryRow(ctx, `SELECT created_at, id FROM envelopes WHERE sender_id = 'sender-7' ORDER BY created_at, id OFFSET $1 LIMIT 1`, historyLimit).
+	_ = pool.QueryRow(ctx, `SELECT created_at, id FROM envelopes WHERE sender_id = $2 ORDER BY created_at, id OFFSET $1 LIMIT 1`, historyLimit, sender).
 		Scan(&oldestEnvelope.at, &oldestEnvelope.id)
 	return oldestClaim, oldestEnvelope
 }
