@@ -66,10 +66,10 @@ func parseClosed(payload any) (Closed, error) {
 }
 
 // Fail marks an envelope of count packets that never finished loading as
-// failed in Redis,
-// unless it was loaded after all (wasLoaded: it may have been offered, and
-// nothing changed). A late load of a failed envelope changes nothing. Like
-// LoadEnvelopeIn it acts only while the shard still holds epoch.
+// failed in Redis, unless it was loaded after all (wasLoaded: it may have
+// been offered, and nothing changed). A late load of a failed envelope
+// changes nothing. Like LoadEnvelopeIn it acts only while the shard still
+// holds epoch.
 func (s *Store) Fail(ctx context.Context, epoch string, id int64, count int, ttl time.Duration) (wasLoaded bool, err error) {
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
 	keys = append(keys, s.keys.ClaimBucketKeys(id, count)...)
