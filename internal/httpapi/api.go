@@ -193,19 +193,27 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // decimal integer without sign or leading zero, so "+1001" and "01001" are
 // refused rather than read as 1001.
 func pathID(r *http.Request) (int64, error) {
-	s := r.PathValue("id")
-	bad := badRequest("envelope_id: must be a positive integer, without sign or leading zero")
+	return parseID(r.PathValue("id"))
+}
+
+// parseID reads an envelope id as pathID does. The error is made only when
+// the id is refused: a grab would otherwise pay for it every time.
+func parseID(s string) (int64, error) {
 	if s == "" || s[0] < '1' || s[0] > '9' {
-		return 0, bad
+		return 0, badEnvelopeID()
 	}
 	for i := 1; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, bad
+			return 0, badEnvelopeID()
 		}
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, bad
+		return 0, badEnvelopeID()
 	}
 	return id, nil
+}
+
+func badEnvelopeID() error {
+	return badRequest("envelope_id: must be a positive integer, without sign or leading zero")
 }

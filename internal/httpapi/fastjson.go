@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"redpacket/internal/envelope"
@@ -49,9 +50,20 @@ func plainGrab(body []byte) (string, bool) {
 	return string(id), true
 }
 
+// grabAnswers are the buffers answers are written from: the writer copies
+// what it is given (an io.Writer keeps nothing), so one serves again.
+var grabAnswers = sync.Pool{New: func() any { return new([256]byte) }}
+
+// jsonContentType is the Content-Type of a grab's answer, one slice for
+// every answer: the server copies the header values it sends (Header.Clone),
+// and nothing writes into a header's values in place.
+var jsonContentType = []string{"application/json"}
+
 // writeGrab writes a grab's answer exactly as writeJSON would.
 func writeGrab(w http.ResponseWriter, g grabResponse) {
-	b := make([]byte, 0, 192)
+	buf := grabAnswers.Get().(*[256]byte)
+	defer grabAnswers.Put(buf)
+	b := buf[:0]
 	b = append(b, `{"envelope_id":`...)
 	b = strconv.AppendInt(b, g.EnvelopeID, 10)
 	b = append(b, `,"packet_id":`...)
@@ -65,7 +77,7 @@ func writeGrab(w http.ResponseWriter, g grabResponse) {
 	b = append(b, `","repeat":`...)
 	b = strconv.AppendBool(b, g.Repeat)
 	b = append(b, "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }
