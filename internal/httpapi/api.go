@@ -93,6 +93,7 @@ func New(svc *grab.Service, o Options) *API {
 		metrics = nil
 	}
 	a.operations(o.Ready, metrics)
+	a.fast = a.fastGrab
 	a.handler = telemetry.InstrumentHTTP(http.HandlerFunc(a.serveAuthenticated))
 	return a
 }
@@ -131,17 +132,25 @@ func (a *API) scoped(ep endpoint) http.HandlerFunc {
 	a.endpoints = append(a.endpoints, ep)
 	route := ep.Method + " " + ep.Pattern
 	return func(w http.ResponseWriter, r *http.Request) {
-		info := reqctx.From(r.Context())
-		if info != nil {
-			info.Route = route
+		if a.permitted(w, r, route, ep.Scope) {
+			ep.serve(w, r)
 		}
-		if err := a.auth.permit(info, ep.Scope); err != nil {
-			w.Header().Set("WWW-Authenticate", insufficientScopeChallenge(ep.Scope))
-			a.writeError(w, r, err)
-			return
-		}
-		ep.serve(w, r)
 	}
+}
+
+// permitted records the route serving r and reports whether the request's
+// key holds scope; if not, it has answered 403.
+func (a *API) permitted(w http.ResponseWriter, r *http.Request, route string, scope apikey.Scope) bool {
+	info := reqctx.From(r.Context())
+	if info != nil {
+		info.Route = route
+	}
+	if err := a.auth.permit(info, scope); err != nil {
+		w.Header().Set("WWW-Authenticate", insufficientScopeChallenge(scope))
+		a.writeError(w, r, err)
+		return false
+	}
+	return true
 }
 
 func (a *API) envelopeSub(byCode http.HandlerFunc, posts, reads map[string]http.HandlerFunc) http.HandlerFunc {
