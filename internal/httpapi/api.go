@@ -93,6 +93,7 @@ func New(svc *grab.Service, o Options) *API {
 		metrics = nil
 	}
 	a.operations(o.Ready, metrics)
+	a.fast = a.fastGrab
 	a.handler = telemetry.InstrumentHTTP(http.HandlerFunc(a.serveAuthenticated))
 	return a
 }
@@ -131,17 +132,25 @@ func (a *API) scoped(ep endpoint) http.HandlerFunc {
 	a.endpoints = append(a.endpoints, ep)
 	route := ep.Method + " " + ep.Pattern
 	return func(w http.ResponseWriter, r *http.Request) {
-		info := reqctx.From(r.Context())
-		if info != nil {
-			info.Route = route
+		if a.permitted(w, r, route, ep.Scope) {
+			ep.serve(w, r)
 		}
-		if err := a.auth.permit(info, ep.Scope); err != nil {
-			w.Header().Set("WWW-Authenticate", insufficientScopeChallenge(ep.Scope))
-			a.writeError(w, r, err)
-			return
-		}
-		ep.serve(w, r)
 	}
+}
+
+// permitted records the route serving r and reports whether the request's
+// key holds scope; if not, it has answered 403.
+func (a *API) permitted(w http.ResponseWriter, r *http.Request, route string, scope apikey.Scope) bool {
+	info := reqctx.From(r.Context())
+	if info != nil {
+		info.Route = route
+	}
+	if err := a.auth.permit(info, scope); err != nil {
+		w.Header().Set("WWW-Authenticate", insufficientScopeChallenge(scope))
+		a.writeError(w, r, err)
+		return false
+	}
+	return true
 }
 
 func (a *API) envelopeSub(byCode http.HandlerFunc, posts, reads map[string]http.HandlerFunc) http.HandlerFunc {
@@ -193,19 +202,27 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // decimal integer without sign or leading zero, so "+1001" and "01001" are
 // refused rather than read as 1001.
 func pathID(r *http.Request) (int64, error) {
-	s := r.PathValue("id")
-	bad := badRequest("envelope_id: must be a positive integer, without sign or leading zero")
+	return parseID(r.PathValue("id"))
+}
+
+// parseID reads an envelope id as pathID does. The error is made only when
+// the id is refused: a grab would otherwise pay for it every time.
+func parseID(s string) (int64, error) {
 	if s == "" || s[0] < '1' || s[0] > '9' {
-		return 0, bad
+		return 0, badEnvelopeID()
 	}
 	for i := 1; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, bad
+			return 0, badEnvelopeID()
 		}
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, bad
+		return 0, badEnvelopeID()
 	}
 	return id, nil
+}
+
+func badEnvelopeID() error {
+	return badRequest("envelope_id: must be a positive integer, without sign or leading zero")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"redpacket/internal/envelope"
@@ -49,9 +50,20 @@ func plainGrab(body []byte) (string, bool) {
 	return string(id), true
 }
 
+// grabAnswers are the buffers answers are written from: the writer copies
+// what it is given (an io.Writer keeps nothing), so one serves again.
+var grabAnswers = sync.Pool{New: func() any { return new([256]byte) }}
+
+// jsonContentType is the Content-Type of a grab's answer, one slice for
+// every answer: the server copies the header values it sends (Header.Clone),
+// and nothing writes into a header's values in place.
+var jsonContentType = []string{"application/json"}
+
 // writeGrab writes a grab's answer exactly as writeJSON would.
 func writeGrab(w http.ResponseWriter, g grabResponse) {
-	b := make([]byte, 0, 192)
+	buf := grabAnswers.Get().(*[256]byte)
+	defer grabAnswers.Put(buf)
+	b := buf[:0]
 	b = append(b, `{"envelope_id":`...)
 	b = strconv.AppendInt(b, g.EnvelopeID, 10)
 	b = append(b, `,"packet_id":`...)
@@ -61,11 +73,49 @@ func writeGrab(w http.ResponseWriter, g grabResponse) {
 	b = append(b, `,"order_no":`...)
 	b = strconv.AppendQuote(b, g.OrderNo) // digits: quoted alike by both
 	b = append(b, `,"grabbed_at":"`...)
-	b = time.Time(g.GrabbedAt).UTC().AppendFormat(b, timestampLayout)
+	b = appendTimestamp(b, time.Time(g.GrabbedAt))
 	b = append(b, `","repeat":`...)
 	b = strconv.AppendBool(b, g.Repeat)
 	b = append(b, "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// appendTimestamp appends t as Timestamp writes it (timestampLayout, in
+// UTC) without reading the layout: "2026-11-22T10:00:00.123Z", the
+// milliseconds truncated as AppendFormat truncates them. A year outside
+// 0-9999 is left to AppendFormat.
+func appendTimestamp(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, timestampLayout)
+	}
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1e6, 3)
+	return append(b, 'Z')
+}
+
+// appendDigits appends the n (at most 4) lowest decimal digits of v >= 0,
+// zero-padded.
+func appendDigits(b []byte, v, n int) []byte {
+	var d [4]byte
+	for i := n - 1; i >= 0; i-- {
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, d[:n]...)
 }

@@ -43,3 +43,47 @@ func FuzzPlainGrab(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendTimestamp: the grab's timestamp writer writes what
+// AppendFormat writes with the API's layout, in UTC, for any instant.
+func FuzzAppendTimestamp(f *testing.F) {
+	for _, ms := range []int64{0, 1, 999, 1_800_000_000_123, -1, -62135596800000, 253402300799999, 253402300800000} {
+		f.Add(ms, int64(0))
+	}
+	f.Add(int64(1_800_000_000_000), int64(999_999))
+	f.Fuzz(func(t *testing.T, ms, ns int64) {
+		tm := time.UnixMilli(ms).Add(time.Duration(ns % 1_000_000)).In(time.FixedZone("x", 5*3600+1800))
+		want := string(tm.UTC().AppendFormat(nil, timestampLayout))
+		if got := string(appendTimestamp(nil, tm)); got != want {
+			t.Fatalf("appendTimestamp(%v) = %q, AppendFormat %q", tm, got, want)
+		}
+	})
+}
+
+func BenchmarkWriteGrab(b *testing.B) {
+	g := grabResponse{EnvelopeID: 1001, PacketID: 123456, AmountCents: 1999, OrderNo: "202611230000012345",
+		GrabbedAt: Timestamp(time.UnixMilli(1_800_000_000_123)), Repeat: false}
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Body.Reset()
+		writeGrab(w, g)
+	}
+}
+
+// BenchmarkAppendTimestamp compares the grab's timestamp writer with
+// AppendFormat, its reference.
+func BenchmarkAppendTimestamp(b *testing.B) {
+	tm := time.UnixMilli(1_800_000_000_123)
+	buf := make([]byte, 0, 64)
+	b.Run("appendTimestamp", func(b *testing.B) {
+		for b.Loop() {
+			buf = appendTimestamp(buf[:0], tm)
+		}
+	})
+	b.Run("AppendFormat", func(b *testing.B) {
+		for b.Loop() {
+			buf = tm.UTC().AppendFormat(buf[:0], timestampLayout)
+		}
+	})
+}

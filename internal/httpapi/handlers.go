@@ -106,7 +106,12 @@ type grabResponse struct {
 }
 
 func (a *API) grab(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
+	a.grabID(w, r, r.PathValue("id"))
+}
+
+// grabID serves a grab of the envelope whose {id} path value is pathValue.
+func (a *API) grabID(w http.ResponseWriter, r *http.Request, pathValue string) {
+	id, err := parseID(pathValue)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

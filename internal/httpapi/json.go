@@ -31,6 +31,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= maxBody {
+		return readBodyInto(r, make([]byte, 0, n+1))
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -40,6 +43,25 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, badRequest("could not read request body")
 	}
 	return body, nil
+}
+
+// readBodyInto reads a body of a known length, no larger than maxBody, into
+// buf's room (at least its length plus one, so that the read that finds the
+// end needs no more), without http.MaxBytesReader and the growing buffer of
+// io.ReadAll: the server's body reader stops at the length it declared.
+func readBodyInto(r *http.Request, buf []byte) ([]byte, error) {
+	for {
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, badRequest("could not read request body")
+		case len(buf) == cap(buf): // more than declared: not a body net/http gives
+			return nil, badRequest("could not read request body")
+		}
+	}
 }
 
 // strict are the decoder's options besides its defaults, which already

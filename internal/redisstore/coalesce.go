@@ -54,16 +54,21 @@ var pendingPool = sync.Pool{New: func() any { return &pendingGrab{reply: make(ch
 
 // grab queues one grab and waits for its answer or the end of ctx.
 func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
+	select {
+	case <-c.quit: // stopped: no worker would take it
+		return grabReply{err: redis.ErrClosed}
+	default:
+	}
 	p := pendingPool.Get().(*pendingGrab)
 	p.call = g
+	// The queue has room but under overload, and then a send that does not
+	// wait needs neither the context's channel nor a three-way select.
 	select {
 	case c.in <- p:
-	case <-ctx.Done():
-		pendingPool.Put(p)
-		return grabReply{err: ctx.Err()}
-	case <-c.quit:
-		pendingPool.Put(p)
-		return grabReply{err: redis.ErrClosed}
+	default:
+		if r, queued := c.enqueue(ctx, p); !queued {
+			return r
+		}
 	}
 	select {
 	case r := <-p.reply:
@@ -76,15 +81,30 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	}
 }
 
+// enqueue waits for room in the queue, the end of ctx or the stop.
+func (c *coalescer) enqueue(ctx context.Context, p *pendingGrab) (grabReply, bool) {
+	select {
+	case c.in <- p:
+		return grabReply{}, true
+	case <-ctx.Done():
+		pendingPool.Put(p)
+		return grabReply{err: ctx.Err()}, false
+	case <-c.quit:
+		pendingPool.Put(p)
+		return grabReply{err: redis.ErrClosed}, false
+	}
+}
+
 func (c *coalescer) work() {
 	defer c.wg.Done()
 	batch := make([]*pendingGrab, 0, c.max)
+	var groups callGroups
 	for {
 		select {
 		case p := <-c.in:
 			batch = append(batch[:0], p)
 		case <-c.quit:
-			c.drain(batch)
+			c.drain(batch, &groups)
 			return
 		}
 	fill:
@@ -96,16 +116,16 @@ func (c *coalescer) work() {
 				break fill
 			}
 		}
-		c.send(batch)
+		c.send(batch, &groups)
 	}
 }
 
 // drain answers whatever is still queued at stop.
-func (c *coalescer) drain(batch []*pendingGrab) {
+func (c *coalescer) drain(batch []*pendingGrab, groups *callGroups) {
 	for {
 		select {
 		case p := <-c.in:
-			c.send(append(batch[:0], p))
+			c.send(append(batch[:0], p), groups)
 		default:
 			return
 		}
@@ -124,10 +144,10 @@ type shardCall struct {
 // that straddles midnight numbers each grab under its own date). A script Redis
 // does not know yet (a restarted Redis) fails with NOSCRIPT without running;
 // such a batch is sent again once the script is loaded.
-func (c *coalescer) send(batch []*pendingGrab) {
+func (c *coalescer) send(batch []*pendingGrab, groups *callGroups) {
 	ctx, cancel := context.WithTimeout(context.Background(), coalesceTimeout)
 	defer cancel()
-	calls := groupByCall(batch)
+	calls := groups.group(batch)
 	c.run(ctx, calls)
 	// Only the calls that did not run are sent again: the others granted
 	// packets, and running them twice would answer their users' first grabs
@@ -144,26 +164,49 @@ func (c *coalescer) send(batch []*pendingGrab) {
 	}
 }
 
-// callKey tells the calls of a batch apart.
-type callKey struct {
-	shard int
-	date  string
+// callGroups sorts a worker's batches into calls, reusing the calls of the
+// worker's earlier batches: a batch is sent and answered before the next is
+// grouped, and nothing keeps a call after its batch is answered.
+type callGroups struct {
+	calls []*shardCall // this batch's
+	spare []*shardCall // every call made so far, the first len(calls) in use
 }
 
-func groupByCall(batch []*pendingGrab) []*shardCall {
-	var calls []*shardCall
-	byCall := make(map[callKey]*shardCall, 4)
+// group returns batch's calls, one per shard and day, each with its grabs in
+// arrival order. A batch holds few shards: a search, rather than a map made
+// for every batch.
+func (g *callGroups) group(batch []*pendingGrab) []*shardCall {
+	g.calls = g.calls[:0]
 	for _, p := range batch {
-		k := callKey{p.call.shard, p.call.date}
-		sc := byCall[k]
+		sc := g.find(p.call.shard, p.call.date)
 		if sc == nil {
-			sc = &shardCall{}
-			byCall[k] = sc
-			calls = append(calls, sc)
+			sc = g.next()
 		}
 		sc.grabs = append(sc.grabs, p)
 	}
-	return calls
+	return g.calls
+}
+
+func (g *callGroups) find(shard int, date string) *shardCall {
+	for _, sc := range g.calls {
+		if c := sc.grabs[0].call; c.shard == shard && c.date == date {
+			return sc
+		}
+	}
+	return nil
+}
+
+// next is a call with no grabs, reused if an earlier batch made one.
+func (g *callGroups) next() *shardCall {
+	n := len(g.calls)
+	if n == len(g.spare) {
+		g.spare = append(g.spare, &shardCall{})
+	}
+	sc := g.spare[n]
+	clear(sc.grabs) // the grabs answered are the pool's again
+	sc.grabs, sc.cmd, sc.err = sc.grabs[:0], nil, nil
+	g.calls = append(g.calls, sc)
+	return sc
 }
 
 // run sends the calls: one pipeline, or with WaitForReplicas one pipeline
