@@ -102,6 +102,19 @@ func (k Keys) ClaimsBucket(envelopeID int64, buckets, b int) string {
 	return k.envelope(envelopeID) + ":claims:" + strconv.Itoa(b)
 }
 
+// GrabKeys are the keys of one grab of grab.lua: the envelope's meta and
+// pool, the user's claims hash and the envelope's recipients, the same
+// names as Meta, Pool, UserClaims and Recipients with the envelope's part
+// built once (a grab's keys are most of its allocations).
+func (k Keys) GrabKeys(envelopeID int64, buckets int, userID string) [4]string {
+	e := k.envelope(envelopeID)
+	claims := e + ":claims"
+	if buckets > 0 {
+		claims += ":" + strconv.Itoa(BucketOf(userID, buckets))
+	}
+	return [4]string{e + ":meta", e + ":pool", claims, e + ":recipients"}
+}
+
 // UserClaims is the claims hash that holds (or will hold) a user's claim.
 func (k Keys) UserClaims(envelopeID int64, buckets int, userID string) string {
 	return k.ClaimsBucket(envelopeID, buckets, BucketOf(userID, buckets))

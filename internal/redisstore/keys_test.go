@@ -181,3 +181,20 @@ func TestIdentifierKeysShareOneTag(t *testing.T) {
 		t.Errorf("two days share a counter")
 	}
 }
+
+// TestGrabKeysAreTheKeyNames: the grab's keys, built together, are the
+// names each key's own builder gives.
+func TestGrabKeysAreTheKeyNames(t *testing.T) {
+	t.Parallel()
+	k := redisstore.NewKeys("rp", 16)
+	for _, id := range []int64{1, 35, 1<<53 - 1} {
+		for _, buckets := range []int{0, 1, 7, 1563} {
+			for _, user := range []string{"alice", "user-12345", "u:1"} {
+				want := [4]string{k.Meta(id), k.Pool(id), k.UserClaims(id, buckets, user), k.Recipients(id)}
+				if got := k.GrabKeys(id, buckets, user); got != want {
+					t.Errorf("GrabKeys(%d, %d, %q) = %v, want %v", id, buckets, user, got, want)
+				}
+			}
+		}
+	}
+}

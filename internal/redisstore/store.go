@@ -246,9 +246,8 @@ func (s *Store) newGrab(envelopeID int64, userID string, now time.Time, buckets 
 	return grabCall{
 		shard: s.keys.Shard(envelopeID),
 		date:  s.numbering.Date(now),
-		keys: [4]string{s.keys.Meta(envelopeID), s.keys.Pool(envelopeID),
-			s.keys.UserClaims(envelopeID, buckets, userID), s.keys.Recipients(envelopeID)},
-		args: [5]any{userID, now.UnixMilli(), envelopeID, "", buckets},
+		keys:  s.keys.GrabKeys(envelopeID, buckets, userID),
+		args:  [5]any{userID, now.UnixMilli(), envelopeID, "", buckets},
 	}
 }
 
