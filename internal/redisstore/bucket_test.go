@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -171,4 +172,25 @@ func poolPackets(t *testing.T, rdb redis.UniversalClient, key string) []redissto
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestMetaWithBadBucketsIsRefused: a meta whose bucket count is not a
+// positive number is bad state: the grab is refused, nothing taken.
+func TestMetaWithBadBucketsIsRefused(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	k := s.Keys()
+	for id, v := range map[int64]string{21: "12abc", 22: "0", 23: "-3"} {
+		load(t, redisstore.Twin(s), id, 4, time.Now()) // loaded by another process: not remembered here
+		if err := rdb.HSet(ctx, k.Meta(id), "buckets", v).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Grab(ctx, id, "alice", time.Now()); !errors.Is(err, redisstore.ErrBadState) {
+			t.Errorf("grab with buckets %q = %v, want ErrBadState", v, err)
+		}
+		if n := llen(t, rdb, k.Pool(id)); n != 4 {
+			t.Errorf("buckets %q: pool holds %d, want 4", v, n)
+		}
+	}
 }

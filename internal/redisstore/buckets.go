@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -62,7 +63,7 @@ func (s *Store) buckets(ctx context.Context, id int64) (int, error) {
 	}
 	n := 0
 	if v, ok := vals[1].(string); ok {
-		if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
 			return 0, fmt.Errorf("claim buckets of envelope %d: %w: %q", id, ErrBadState, v)
 		}
 	}

@@ -101,15 +101,22 @@ func decodeBCD(s string) (string, string, error) {
 	return "", "", errCodec
 }
 
+// compactEnvelope reads the envelope of a compact queue entry and how many
+// bytes (version byte included) it took; 0, 0 when it is not one.
+func compactEnvelope(raw string) (int64, int) {
+	v, n := binary.Uvarint([]byte(raw[1:min(len(raw), 1+binary.MaxVarintLen64)]))
+	if n <= 0 || v < 1 || v > maxExact {
+		return 0, 0
+	}
+	return int64(v), 1 + n
+}
+
 // queuedEnvelope is the envelope of a queue entry, compact or text, or 0
 // when it has none (an entry an operator finds malformed).
 func queuedEnvelope(raw string) int64 {
 	if isCompact(raw) {
-		v, n := binary.Uvarint([]byte(raw[1:min(len(raw), 1+binary.MaxVarintLen64)]))
-		if n <= 0 || v > maxExact {
-			return 0
-		}
-		return int64(v)
+		id, _ := compactEnvelope(raw)
+		return id
 	}
 	head, _, ok := strings.Cut(raw, ":")
 	v, err := strconv.ParseInt(head, 10, 64)

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -42,15 +41,15 @@ func ParseQueued(raw string) (QueuedClaim, error) {
 }
 
 func parseCompactQueued(raw string) (QueuedClaim, error) {
-	env, n := binary.Uvarint([]byte(raw[1:min(len(raw), 1+binary.MaxVarintLen64)]))
-	if n <= 0 || env < 1 || env > maxExact {
+	env, n := compactEnvelope(raw)
+	if n == 0 {
 		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
 	}
-	c, user, err := decodeClaimBody(raw[1+n:])
+	c, user, err := decodeClaimBody(raw[n:])
 	if err != nil || c.OrderNo == "" || user == "" {
 		return QueuedClaim{}, fmt.Errorf("malformed queued claim %q", raw)
 	}
-	return QueuedClaim{EnvelopeID: int64(env), PacketID: c.PacketID, AmountCents: c.AmountCents,
+	return QueuedClaim{EnvelopeID: env, PacketID: c.PacketID, AmountCents: c.AmountCents,
 		GrabbedAt: c.GrabbedAt, OrderNo: c.OrderNo, UserID: user}, nil
 }
 
