@@ -34,24 +34,39 @@ type tableFile struct {
 	cols    []int   // index of each sum's column and of its condition's (-1: none)
 	conds   []int
 	failAt  int64 // test hook: fail a write once size would pass it (0: never)
+	err     error // the first failure of this COPY (see Write)
 }
 
-// Write implements io.Writer for CopyTo.
+// Write implements io.Writer for CopyTo. A failure is kept in t.err and the
+// rest of the COPY is read and dropped rather than returned: an error from
+// the writer makes pgconn close the connection mid-stream, and the batch's
+// locks would then stay until the server noticed, instead of going with
+// the rollback.
 func (t *tableFile) Write(p []byte) (int, error) {
+	if t.err == nil {
+		t.err = t.write(p)
+	}
+	return len(p), nil
+}
+
+// failed is the failure of the COPY just read into t, if any.
+func (t *tableFile) failed() error { return t.err }
+
+func (t *tableFile) write(p []byte) error {
 	if t.failAt > 0 && t.size+int64(len(p)) > t.failAt {
-		return 0, fmt.Errorf("write %s: %w", t.f.Name(), errInjected)
+		return fmt.Errorf("write %s: %w", t.f.Name(), errInjected)
 	}
 	n, err := t.w.Write(p)
 	t.size += int64(n)
 	if err != nil {
-		return n, fmt.Errorf("write %s: %w", t.f.Name(), err)
+		return fmt.Errorf("write %s: %w", t.f.Name(), err)
 	}
 	data := p[:n]
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			t.partial = append(t.partial, data...)
-			return n, nil
+			return nil
 		}
 		line := data[:i]
 		if len(t.partial) > 0 {
@@ -59,7 +74,7 @@ func (t *tableFile) Write(p []byte) (int, error) {
 			t.partial = t.partial[:0]
 		}
 		if err := t.count(line); err != nil {
-			return n, err
+			return err
 		}
 		data = data[i+1:]
 	}
@@ -157,7 +172,7 @@ func (s *set) undo(sm setMark) error {
 	var errs []error
 	for i, t := range s.files {
 		t.w.Reset(t.f)
-		t.partial = t.partial[:0]
+		t.partial, t.err = t.partial[:0], nil
 		t.size, t.rows, t.sums = m[i].size, m[i].rows, m[i].sums
 		if err := t.f.Truncate(m[i].size); err != nil {
 			errs = append(errs, fmt.Errorf("truncate %s: %w", t.f.Name(), err))

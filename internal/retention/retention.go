@@ -250,7 +250,8 @@ func (r *run) archive(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, ids []i
 	}
 	conn := tx.Conn().PgConn()
 	for _, f := range r.set.files {
-		if _, err := conn.CopyTo(ctx, f, f.spec.copy); err != nil {
+		_, err := conn.CopyTo(ctx, f, f.spec.copy)
+		if err = errors.Join(err, f.failed()); err != nil {
 			return fmt.Errorf("archive %s: %w", f.spec.name, err)
 		}
 	}

@@ -122,6 +122,11 @@ func TestArchiveFailureDeletesNothing(t *testing.T) {
 	if m.Complete || m.Envelopes != 2 || m.Tables[1].Rows != 20 || lines != 20 {
 		t.Errorf("the set of the failed run: %+v, %d packet lines; want the first batch alone", m, lines)
 	}
+	// The failed batch's locks went with its rollback, not later with a
+	// connection closed mid-COPY.
+	if _, err := pool.Exec(t.Context(), `SELECT id FROM envelopes WHERE id IN (3, 4) FOR UPDATE NOWAIT`); err != nil {
+		t.Errorf("the failed batch still locks its envelopes: %v", err)
+	}
 	o.failAt = nil
 	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 2 {
 		t.Errorf("the run after: %+v, %v", res, err)
