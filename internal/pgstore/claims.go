@@ -80,7 +80,7 @@ func (s *Store) applyClaims(ctx context.Context, guarded bool, groups [][]Claim)
 		res = ApplyResult{}
 		clean := make([]bool, len(groups))
 		batch := &pgx.Batch{}
-		batch.Queue(dbsqlc.DisableSeqScan)
+		batch.Queue(dbsqlc.ClaimPlan)
 		for i, g := range groups {
 			queue(batch, query, params(g)).Query(func(rows pgx.Rows) error {
 				applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.ApplyClaimsRow])

@@ -43,7 +43,7 @@ func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (i
 		")\nSELECT id, n, no_order, sold_out FROM changed"
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := dbsqlc.New(tx).DisableSeqScan(ctx); err != nil {
+		if err := dbsqlc.New(tx).ClaimPlan(ctx); err != nil {
 			return err
 		}
 		p := params(claims)

@@ -46,3 +46,39 @@ func TestBestClaimIsTheFirstHandedOutOnATie(t *testing.T) {
 		t.Fatalf("claims of a before its only claim = %+v, %v", none, err)
 	}
 }
+
+// The luckiest grab is kept on the envelope's row batch by batch: a later
+// batch's larger claim takes it, a later equal one (handed out after) does
+// not, and a replayed batch changes nothing.
+func TestBestClaimAcrossBatches(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	// Hand-out order is descending id: 104 (2), 103 (9), 102 (12), 101 (12), 100 (5).
+	f := open(t, s, 1, 100, []int64{5, 12, 12, 9, 2})
+	g := open(t, s, 2, 200, []int64{4, 6})
+	best := func(env, want int64) {
+		t.Helper()
+		b, err := s.BestClaim(t.Context(), env)
+		if err != nil || b == nil || b.PacketID != want {
+			t.Fatalf("best of %d = %+v, %v; want packet %d", env, b, err, want)
+		}
+	}
+	apply := func(claims ...pgstore.Claim) {
+		t.Helper()
+		if _, err := s.ApplyClaims(t.Context(), claims); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := []pgstore.Claim{claim(f.ID, 104, "a"), claim(f.ID, 103, "b"), claim(g.ID, 201, "a")}
+	apply(first...)
+	best(f.ID, 103)
+	best(g.ID, 201)
+	apply(claim(f.ID, 102, "c"), claim(g.ID, 200, "b"))
+	best(f.ID, 102)
+	best(g.ID, 201)
+	apply(claim(f.ID, 101, "d"), claim(f.ID, 100, "e"))
+	best(f.ID, 102)
+	apply(first...)
+	best(f.ID, 102)
+	best(g.ID, 201)
+}

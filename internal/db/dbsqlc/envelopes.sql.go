@@ -79,7 +79,7 @@ func (q *Queries) CloseEnvelope(ctx context.Context, arg CloseEnvelopeParams) (i
 }
 
 const DueForSettlement = `-- name: DueForSettlement :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes
 WHERE status IN ('open', 'expired', 'sold_out') AND (expires_at <= $1 OR status = 'sold_out')
   AND shard = ANY($2::int[])
 ORDER BY expires_at LIMIT $3
@@ -124,6 +124,8 @@ func (q *Queries) DueForSettlement(ctx context.Context, arg DueForSettlementPara
 			&i.Metadata,
 			&i.StartsAt,
 			&i.ClosedAt,
+			&i.BestPacketID,
+			&i.BestAmountCents,
 		); err != nil {
 			return nil, err
 		}
@@ -136,7 +138,7 @@ func (q *Queries) DueForSettlement(ctx context.Context, arg DueForSettlementPara
 }
 
 const EnvelopeByID = `-- name: EnvelopeByID :one
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes WHERE id = $1
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes WHERE id = $1
 `
 
 func (q *Queries) EnvelopeByID(ctx context.Context, id int64) (Envelope, error) {
@@ -164,12 +166,14 @@ func (q *Queries) EnvelopeByID(ctx context.Context, id int64) (Envelope, error) 
 		&i.Metadata,
 		&i.StartsAt,
 		&i.ClosedAt,
+		&i.BestPacketID,
+		&i.BestAmountCents,
 	)
 	return i, err
 }
 
 const EnvelopeByShareCode = `-- name: EnvelopeByShareCode :one
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes WHERE share_code = $1::text
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes WHERE share_code = $1::text
 `
 
 func (q *Queries) EnvelopeByShareCode(ctx context.Context, shareCode string) (Envelope, error) {
@@ -197,6 +201,8 @@ func (q *Queries) EnvelopeByShareCode(ctx context.Context, shareCode string) (En
 		&i.Metadata,
 		&i.StartsAt,
 		&i.ClosedAt,
+		&i.BestPacketID,
+		&i.BestAmountCents,
 	)
 	return i, err
 }
@@ -269,7 +275,7 @@ func (q *Queries) InsertRecipients(ctx context.Context, arg InsertRecipientsPara
 }
 
 const LoadingEnvelopes = `-- name: LoadingEnvelopes :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes
 WHERE status = 'loading' AND created_at < $1 AND shard = ANY($2::int[])
 ORDER BY id LIMIT $3
 `
@@ -313,6 +319,8 @@ func (q *Queries) LoadingEnvelopes(ctx context.Context, arg LoadingEnvelopesPara
 			&i.Metadata,
 			&i.StartsAt,
 			&i.ClosedAt,
+			&i.BestPacketID,
+			&i.BestAmountCents,
 		); err != nil {
 			return nil, err
 		}
@@ -419,7 +427,7 @@ func (q *Queries) UnclaimedPackets(ctx context.Context, envelopeID int64) ([]Unc
 }
 
 const UnsettledEnvelopes = `-- name: UnsettledEnvelopes :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes
 WHERE status IN ('loading', 'open', 'expired') AND shard = $1
 ORDER BY id
 `
@@ -457,6 +465,8 @@ func (q *Queries) UnsettledEnvelopes(ctx context.Context, shard int) ([]Envelope
 			&i.Metadata,
 			&i.StartsAt,
 			&i.ClosedAt,
+			&i.BestPacketID,
+			&i.BestAmountCents,
 		); err != nil {
 			return nil, err
 		}

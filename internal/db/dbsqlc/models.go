@@ -108,6 +108,10 @@ type Envelope struct {
 	StartsAt *time.Time
 	// UTC instant the sender closed the envelope early (POST .../close); expires_at was moved to it. NULL: never closed.
 	ClosedAt *time.Time
+	// The luckiest grab's packet: the claimed packet with the largest amount, the first handed out (highest id) on a tie; NULL until the first claim. Kept by the flusher with claimed_cents. Read it through best_claim(id), which also leaves out fixed-kind envelopes.
+	BestPacketID *int64
+	// The amount of best_packet_id, so the flusher compares a batch's best against it without reading the packet.
+	BestAmountCents *int64
 }
 
 // The users who may grab an envelope with designated recipients, one row each; written with the envelope.

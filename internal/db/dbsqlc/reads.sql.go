@@ -298,7 +298,7 @@ func (q *Queries) InsertSplitCommitment(ctx context.Context, arg InsertSplitComm
 }
 
 const SenderEnvelopesPage = `-- name: SenderEnvelopesPage :many
-SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes
+SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes
 WHERE sender_id = $1::text
   AND (created_at, id) < ($2::timestamptz, $3::bigint)
 ORDER BY created_at DESC, id DESC
@@ -350,6 +350,8 @@ func (q *Queries) SenderEnvelopesPage(ctx context.Context, arg SenderEnvelopesPa
 			&i.Metadata,
 			&i.StartsAt,
 			&i.ClosedAt,
+			&i.BestPacketID,
+			&i.BestAmountCents,
 		); err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func (q *Queries) RetentionCopyConflicts(ctx context.Context) error {
 
 const RetentionCopyEnvelopes = `-- name: RetentionCopyEnvelopes :exec
 
-COPY (SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at FROM envelopes WHERE id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[]) ORDER BY id) TO STDOUT
+COPY (SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes WHERE id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[]) ORDER BY id) TO STDOUT
 `
 
 // The RetentionCopy statements write the rows of the envelopes
