@@ -37,7 +37,7 @@ var commands = []command{
 		"write every money movement (funded, claimed, refunded) of the days\nfrom -from to -to in ID_TIME_ZONE to standard output",
 		runExport},
 	{"retention", retentionSynopsis,
-		"archive the envelopes settled longer ago than LEDGER_RETENTION\n(or -older-than) into a new file set under -archive-dir, then\ndelete them from PostgreSQL (docs/dba.md, \"Retention and archives\")",
+		"archive the envelopes settled (or failed) longer ago than\nLEDGER_RETENTION (or -older-than) into a new file set under -archive-dir, then\ndelete them from PostgreSQL (docs/dba.md, \"Retention and archives\")",
 		runRetention},
 	{"healthcheck", "",
 		"exit 0 if the flusher on FLUSHER_ADDR answers /healthz (a\ncontainer's health check), 1 if not",

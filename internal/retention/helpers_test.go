@@ -20,25 +20,30 @@ func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // seed writes envelope id with n packets (the first half claimed, the rest
-// refunded when settled), in status, settled (when status is settled) at
-// settledAt; with an event per claim and a settled event, a recipient, a
+// refunded when settled; none claimed and all refunded when failed, given
+// up while loading), in status, settled (when status is settled or failed)
+// at settledAt; with an event per claim and a settled event, a recipient, a
 // split commitment and a claim conflict, so every per-envelope table has
 // rows. It returns the envelope's total.
 func seed(t testing.TB, pool *pgxpool.Pool, id int64, n int, status string, settledAt time.Time) int64 {
 	t.Helper()
 	ctx := context.Background()
-	settled := status == "settled"
+	settled := status == "settled" || status == "failed"
+	claimedN := n / 2
+	if status == "failed" {
+		claimedN = 0
+	}
 	var total int64
 	err := pool.QueryRow(ctx, `
 WITH p AS (
     INSERT INTO packets (id, envelope_id, amount_cents, claimed_by, claimed_at, order_no, refunded_at)
     SELECT $1 * 100000 + i, $1, 100 + i % 7,
-           CASE WHEN i <= $2 / 2 THEN 'u' || i END, CASE WHEN i <= $2 / 2 THEN $4::timestamptz - interval '1 hour' END,
-           CASE WHEN i <= $2 / 2 THEN 'o' || $1 || '-' || i END,
-           CASE WHEN i > $2 / 2 AND $3 THEN $4::timestamptz END
+           CASE WHEN i <= $5 THEN 'u' || i END, CASE WHEN i <= $5 THEN $4::timestamptz - interval '1 hour' END,
+           CASE WHEN i <= $5 THEN 'o' || $1 || '-' || i END,
+           CASE WHEN i > $5 AND $3 THEN $4::timestamptz END
     FROM generate_series(1, $2) i
     RETURNING amount_cents, claimed_by)
-SELECT sum(amount_cents)::bigint FROM p`, id, n, settled, settledAt).Scan(&total)
+SELECT sum(amount_cents)::bigint FROM p`, id, n, settled, settledAt, claimedN).Scan(&total)
 	if err != nil {
 		t.Fatal(err)
 	}

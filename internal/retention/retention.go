@@ -1,6 +1,6 @@
 // Package retention sheds old settled envelopes from the ledger (`flusher
-// retention`): it archives every row of each envelope settled longer ago
-// than the retention to files, PostgreSQL's COPY text format, then deletes
+// retention`): it archives every row of each envelope settled (or failed,
+// given up while loading) longer ago than the retention to files, PostgreSQL's COPY text format, then deletes
 // those rows, a batch of envelopes per transaction.
 //
 // A batch's transaction locks its envelopes (FOR UPDATE, skipping those a

@@ -161,3 +161,30 @@ func TestDeliveredOnlyWaitsForTheWebhook(t *testing.T) {
 		t.Errorf("run: %+v, %v; want envelope 2 removed and envelope 1, with undelivered events, kept", res, err)
 	}
 }
+
+// An envelope given up while loading (failed: nothing offered, everything
+// refunded) is final too: it is archived and removed with the settled ones
+// once its settlement is older than the retention, and a recent one stays.
+func TestRunRemovesOldFailedEnvelopes(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	want := seed(t, pool, 1, 4, "failed", now.Add(-48*time.Hour))
+	want += seed(t, pool, 2, 10, "settled", now.Add(-48*time.Hour))
+	seed(t, pool, 3, 4, "failed", now.Add(-time.Hour))
+	before := count(t, pool, 3)
+	res, err := Run(t.Context(), pool, options(t, 24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Removed; r.Envelopes != 2 || r.Packets != 14 || r.TotalCents != want || r.ClaimedCents+r.RefundedCents != want {
+		t.Errorf("removed %+v; want the old failed and settled envelopes, 14 packets, %d cents", r, want)
+	}
+	for name, n := range count(t, pool, 1, 2) {
+		if n != 0 {
+			t.Errorf("%s still holds %d rows of the old envelopes", name, n)
+		}
+	}
+	if after := count(t, pool, 3); !equalCounts(after, before) {
+		t.Errorf("the recently failed envelope changed: %v, was %v", after, before)
+	}
+}

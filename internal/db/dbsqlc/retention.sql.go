@@ -103,7 +103,7 @@ func (q *Queries) RetentionCopyRecipients(ctx context.Context) error {
 const RetentionDelete = `-- name: RetentionDelete :one
 WITH ids AS MATERIALIZED (
     SELECT v.id FROM envelopes v
-    WHERE v.id = ANY($1::bigint[]) AND v.status = 'settled' AND v.settled_at < $2::timestamptz
+    WHERE v.id = ANY($1::bigint[]) AND v.status IN ('settled', 'failed') AND v.settled_at < $2::timestamptz
 ),
 gone_packets AS (
     DELETE FROM packets p WHERE p.envelope_id IN (SELECT ids.id FROM ids)
@@ -162,9 +162,10 @@ type RetentionDeleteRow struct {
 }
 
 // RetentionDelete deletes the rows of the envelopes of envelope_ids that are
-// still settled before cutoff (the caller holds their rows locked), from
-// every table the RetentionCopy statements read, and returns what it deleted:
-// the count of each table and the cents, to be compared with the archive.
+// still settled (or failed) before cutoff (the caller holds their rows
+// locked), from every table the RetentionCopy statements read, and returns
+// what it deleted: the count of each table and the cents, to be compared
+// with the archive.
 // The foreign key of envelope_recipients is checked at the statement's end,
 // when both sides are gone.
 func (q *Queries) RetentionDelete(ctx context.Context, arg RetentionDeleteParams) (RetentionDeleteRow, error) {
@@ -191,7 +192,7 @@ const RetentionDue = `-- name: RetentionDue :one
 WITH due AS (
     SELECT v.id, v.total_cents, v.claimed_cents, v.refunded_cents
     FROM envelopes v
-    WHERE v.status = 'settled' AND v.settled_at < $1::timestamptz
+    WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz
       AND (NOT $2::boolean OR NOT EXISTS (
           SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
     ORDER BY v.settled_at
@@ -238,7 +239,7 @@ func (q *Queries) RetentionDue(ctx context.Context, arg RetentionDueParams) (Ret
 const RetentionLockBatch = `-- name: RetentionLockBatch :many
 SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
-WHERE v.status = 'settled' AND v.settled_at < $1::timestamptz AND v.settled_at >= $2::timestamptz
+WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz AND v.settled_at >= $2::timestamptz
   AND (NOT $3::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
 ORDER BY v.settled_at
@@ -259,7 +260,8 @@ type RetentionLockBatchRow struct {
 }
 
 // RetentionLockBatch locks, oldest settlement first, up to max_rows
-// envelopes settled before cutoff and not before after_at, and skips those
+// envelopes settled (or failed: given up while loading, everything
+// refunded) before cutoff and not before after_at, and skips those
 // another transaction holds (a concurrent retention run). With
 // delivered_only (a webhook is configured) an envelope with an event the
 // receiver has not accepted waits until it has. It walks

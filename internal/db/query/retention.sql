@@ -1,6 +1,7 @@
 -- name: RetentionLockBatch :many
 -- RetentionLockBatch locks, oldest settlement first, up to max_rows
--- envelopes settled before cutoff and not before after_at, and skips those
+-- envelopes settled (or failed: given up while loading, everything
+-- refunded) before cutoff and not before after_at, and skips those
 -- another transaction holds (a concurrent retention run). With
 -- delivered_only (a webhook is configured) an envelope with an event the
 -- receiver has not accepted waits until it has. It walks
@@ -11,7 +12,7 @@
 -- twice. RetentionDue must select the same envelopes.
 SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
-WHERE v.status = 'settled' AND v.settled_at < @cutoff::timestamptz AND v.settled_at >= @after_at::timestamptz
+WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz AND v.settled_at >= @after_at::timestamptz
   AND (NOT @delivered_only::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
 ORDER BY v.settled_at
@@ -25,7 +26,7 @@ FOR UPDATE OF v SKIP LOCKED;
 WITH due AS (
     SELECT v.id, v.total_cents, v.claimed_cents, v.refunded_cents
     FROM envelopes v
-    WHERE v.status = 'settled' AND v.settled_at < @cutoff::timestamptz
+    WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz
       AND (NOT @delivered_only::boolean OR NOT EXISTS (
           SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
     ORDER BY v.settled_at
@@ -78,14 +79,15 @@ COPY (SELECT * FROM claim_conflicts WHERE envelope_id = ANY(string_to_array(curr
 
 -- name: RetentionDelete :one
 -- RetentionDelete deletes the rows of the envelopes of envelope_ids that are
--- still settled before cutoff (the caller holds their rows locked), from
--- every table the RetentionCopy statements read, and returns what it deleted:
--- the count of each table and the cents, to be compared with the archive.
+-- still settled (or failed) before cutoff (the caller holds their rows
+-- locked), from every table the RetentionCopy statements read, and returns
+-- what it deleted: the count of each table and the cents, to be compared
+-- with the archive.
 -- The foreign key of envelope_recipients is checked at the statement's end,
 -- when both sides are gone.
 WITH ids AS MATERIALIZED (
     SELECT v.id FROM envelopes v
-    WHERE v.id = ANY(@envelope_ids::bigint[]) AND v.status = 'settled' AND v.settled_at < @cutoff::timestamptz
+    WHERE v.id = ANY(@envelope_ids::bigint[]) AND v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz
 ),
 gone_packets AS (
     DELETE FROM packets p WHERE p.envelope_id IN (SELECT ids.id FROM ids)
