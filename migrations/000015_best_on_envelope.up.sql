@@ -14,14 +14,19 @@ COMMENT ON COLUMN envelopes.best_packet_id IS
 COMMENT ON COLUMN envelopes.best_amount_cents IS
     'The amount of best_packet_id, so the flusher compares a batch''s best against it without reading the packet.';
 
--- Envelopes claimed before this migration: their best, from the index it
--- replaces (one index entry read per envelope).
+-- Envelopes claimed before this migration: their best, the first entry of
+-- the index this replaces, one index probe per envelope with claims. The
+-- migration holds the envelopes table locked while it runs (ADD COLUMN):
+-- docs/dba.md says what that means for a large ledger.
 UPDATE envelopes e
 SET best_packet_id = b.id, best_amount_cents = b.amount_cents
-FROM (SELECT DISTINCT ON (envelope_id) envelope_id, id, amount_cents
-      FROM packets WHERE claimed_by IS NOT NULL
-      ORDER BY envelope_id, amount_cents DESC, id DESC) b
-WHERE e.id = b.envelope_id;
+FROM envelopes v
+CROSS JOIN LATERAL (
+    SELECT p.id, p.amount_cents FROM packets p
+    WHERE p.envelope_id = v.id AND p.claimed_by IS NOT NULL
+    ORDER BY p.amount_cents DESC, p.id DESC
+    LIMIT 1) b
+WHERE v.claimed_cents > 0 AND e.id = v.id;
 
 DROP INDEX packets_envelope_best_idx;
 

@@ -117,6 +117,7 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (envelope.Status, error) 
 		}
 		f.log.Warn("suspended envelope refunded by an operator", zap.Int64("envelope_id", id),
 			zap.Int64("claimed_cents", st.ClaimedCents), zap.Int64("refunded_cents", st.RefundedCents))
+		f.warnBestCorrected(id, st)
 		return st.Status, nil
 	}
 	if err := f.reload(ctx, p.Envelope); err != nil {

@@ -122,7 +122,19 @@ func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
 	}
 	f.log.Info("envelope settled", zap.Int64("envelope_id", e.ID), zap.Int64("claimed_cents", st.ClaimedCents),
 		zap.Int64("refunded_cents", st.RefundedCents), zap.Int("packets_refunded", st.Refunded))
+	f.warnBestCorrected(e.ID, st)
 	return nil
+}
+
+// warnBestCorrected tells that a settlement found the envelope row's
+// luckiest grab behind its packets' and wrote theirs: a flusher from before
+// the row kept it ran during an upgrade, or something else wrote the
+// claims. The money is not affected.
+func (f *Flusher) warnBestCorrected(id int64, st pgstore.Settlement) {
+	if st.BestCorrected {
+		f.log.Warn("envelope's luckiest grab did not match its packets; the settlement wrote theirs",
+			zap.Int64("envelope_id", id))
+	}
 }
 
 func (f *Flusher) afterCloseHook(id int64) error {

@@ -27,6 +27,9 @@ type Settlement struct {
 	ClaimedCents  int64
 	RefundedCents int64
 	Refunded      int // packets refunded now
+	// BestCorrected: the envelope row's luckiest grab was not its packets'
+	// (see finish); the settlement wrote theirs.
+	BestCorrected bool
 }
 
 // Unsettled lists a shard's envelopes whose state may live only in Redis:
@@ -89,6 +92,11 @@ func (s *Store) finish(ctx context.Context, id int64, now time.Time, to envelope
 			return fmt.Errorf("%w: claimed_cents %d, claimed packets %d, refunded packets %d, total %d",
 				ErrLedger, row.ClaimedCents, sums.ClaimedCents, sums.RefundedCents, row.TotalCents)
 		}
+		// The luckiest grab the claims kept on the row should be the one the
+		// packets show; a flusher older than the row's best columns, still
+		// running after the upgrade, would have left it behind. The packets
+		// are the record: the settlement writes their best, and says so.
+		bestCorrected := sums.BestPacketID != row.BestPacketID
 		// Counted with the settlement, whoever settles (metrics read it);
 		// before the last statement, so its lock precedes the event lock.
 		err = q.AddSettlementTotals(ctx, dbsqlc.AddSettlementTotalsParams{
@@ -100,8 +108,10 @@ func (s *Store) finish(ctx context.Context, id int64, now time.Time, to envelope
 		// Last, with its event: the backend refunds the sender from it.
 		_, err = q.RecordSettlement(ctx, dbsqlc.RecordSettlementParams{
 			ID: id, Status: to, RefundedCents: sums.RefundedCents, SettledAt: now,
+			BestPacketID: sums.BestPacketID, BestAmountCents: sums.BestAmountCents,
 		})
-		out = Settlement{Status: to, ClaimedCents: sums.ClaimedCents, RefundedCents: sums.RefundedCents, Refunded: int(refunded)}
+		out = Settlement{Status: to, ClaimedCents: sums.ClaimedCents, RefundedCents: sums.RefundedCents, Refunded: int(refunded),
+			BestCorrected: bestCorrected}
 		return err
 	})
 	if err != nil {

@@ -81,4 +81,48 @@ func TestBestClaimAcrossBatches(t *testing.T) {
 	apply(first...)
 	best(f.ID, 102)
 	best(g.ID, 201)
+	// Flushed out of hand-out order (a reloaded envelope): an equal amount
+	// handed out earlier (a higher id) still takes it.
+	h := open(t, s, 3, 300, []int64{7, 7})
+	apply(claim(h.ID, 300, "a"))
+	best(h.ID, 300)
+	apply(claim(h.ID, 301, "b"))
+	best(h.ID, 301)
+}
+
+// The settlement checks the luckiest grab on the envelope's row against its
+// packets: a row left behind (claims written by a flusher older than the
+// row's best columns) is corrected, and the settlement says so; a row that
+// agrees is left as it is.
+func TestSettlementWritesThePacketsBest(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	f := open(t, s, 1, 100, []int64{5, 12, 9})
+	g := open(t, s, 2, 200, []int64{4, 6})
+	if _, err := s.ApplyClaims(t.Context(), []pgstore.Claim{
+		claim(f.ID, 102, "a"), claim(f.ID, 101, "b"), claim(g.ID, 201, "a"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// As an older flusher would have left it: no best at all.
+	if _, err := pool.Exec(t.Context(), `UPDATE envelopes SET best_packet_id = NULL, best_amount_cents = NULL WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.BestClaim(t.Context(), f.ID); err != nil || b != nil {
+		t.Fatalf("best before the settlement = %+v, %v; want none (the row was cleared)", b, err)
+	}
+	st, err := s.Settle(t.Context(), f.ID, t0.Add(time.Hour), "open")
+	if err != nil || !st.BestCorrected {
+		t.Fatalf("settle = %+v, %v; want the best corrected", st, err)
+	}
+	if b, err := s.BestClaim(t.Context(), f.ID); err != nil || b == nil || b.PacketID != 101 || b.AmountCents != 12 {
+		t.Fatalf("best after the settlement = %+v, %v; want packet 101 (12)", b, err)
+	}
+	st, err = s.Settle(t.Context(), g.ID, t0.Add(time.Hour), "open")
+	if err != nil || st.BestCorrected {
+		t.Fatalf("settle of an envelope whose row agrees = %+v, %v", st, err)
+	}
+	if b, err := s.BestClaim(t.Context(), g.ID); err != nil || b == nil || b.PacketID != 201 {
+		t.Fatalf("best of the other envelope = %+v, %v; want packet 201", b, err)
+	}
 }

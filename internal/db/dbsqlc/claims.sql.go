@@ -30,7 +30,7 @@ WITH input AS (
     -- One row per envelope: its sums, and its best claim of the batch (the
     -- first in the window's order), from one sort and no join.
     SELECT DISTINCT ON (envelope_id) envelope_id, id AS best_id, amount_cents AS best_cents,
-           sum(amount_cents) OVER w AS cents, count(*) OVER w AS n,
+           (sum(amount_cents) OVER w)::bigint AS cents, count(*) OVER w AS n,
            count(*) FILTER (WHERE order_no IS NULL) OVER w AS no_order
     FROM applied
     WINDOW w AS (PARTITION BY envelope_id)
@@ -156,7 +156,7 @@ WITH input AS (
     -- One row per envelope: its sums, and its best claim of the batch (the
     -- first in the window's order), from one sort and no join.
     SELECT DISTINCT ON (envelope_id) envelope_id, id AS best_id, amount_cents AS best_cents,
-           sum(amount_cents) OVER w AS cents, count(*) OVER w AS n,
+           (sum(amount_cents) OVER w)::bigint AS cents, count(*) OVER w AS n,
            count(*) FILTER (WHERE order_no IS NULL) OVER w AS no_order
     FROM applied
     WINDOW w AS (PARTITION BY envelope_id)

@@ -85,20 +85,27 @@ func (q *Queries) HeldClaims(ctx context.Context, envelopeID int64) ([]HeldClaim
 }
 
 const LockForSettlement = `-- name: LockForSettlement :one
-SELECT status, total_cents, claimed_cents FROM envelopes WHERE id = $1 FOR UPDATE
+SELECT status, total_cents, claimed_cents, coalesce(best_packet_id, 0)::bigint AS best_packet_id
+FROM envelopes WHERE id = $1 FOR UPDATE
 `
 
 type LockForSettlementRow struct {
 	Status       envelope.Status
 	TotalCents   int64
 	ClaimedCents int64
+	BestPacketID int64
 }
 
 // LockForSettlement locks an envelope's row for its settlement.
 func (q *Queries) LockForSettlement(ctx context.Context, id int64) (LockForSettlementRow, error) {
 	row := q.db.QueryRow(ctx, LockForSettlement, id)
 	var i LockForSettlementRow
-	err := row.Scan(&i.Status, &i.TotalCents, &i.ClaimedCents)
+	err := row.Scan(
+		&i.Status,
+		&i.TotalCents,
+		&i.ClaimedCents,
+		&i.BestPacketID,
+	)
 	return i, err
 }
 
@@ -114,28 +121,45 @@ func (q *Queries) MarkExpired(ctx context.Context, id int64) error {
 }
 
 const PacketSums = `-- name: PacketSums :one
-SELECT coalesce(sum(amount_cents) FILTER (WHERE claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
-       coalesce(sum(amount_cents) FILTER (WHERE refunded_at IS NOT NULL), 0)::bigint AS refunded_cents
-FROM packets WHERE envelope_id = $1
+SELECT coalesce(sum(s.amount_cents) FILTER (WHERE s.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
+       coalesce(sum(s.amount_cents) FILTER (WHERE s.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
+       coalesce(min(b.id), 0)::bigint AS best_packet_id, coalesce(min(b.amount_cents), 0)::bigint AS best_amount_cents
+FROM packets s
+LEFT JOIN LATERAL (
+    SELECT p.id, p.amount_cents FROM packets p
+    WHERE p.envelope_id = $1 AND p.claimed_by IS NOT NULL
+    ORDER BY p.amount_cents DESC, p.id DESC
+    LIMIT 1) b ON true
+WHERE s.envelope_id = $1
 `
 
 type PacketSumsRow struct {
-	ClaimedCents  int64
-	RefundedCents int64
+	ClaimedCents    int64
+	RefundedCents   int64
+	BestPacketID    int64
+	BestAmountCents int64
 }
 
-// PacketSums adds up an envelope's claimed and refunded packets.
+// PacketSums adds up an envelope's claimed and refunded packets, and finds
+// its luckiest grab among them (0 when nothing was claimed): the settlement
+// checks the envelope row against its packets, and its best too.
 func (q *Queries) PacketSums(ctx context.Context, envelopeID int64) (PacketSumsRow, error) {
 	row := q.db.QueryRow(ctx, PacketSums, envelopeID)
 	var i PacketSumsRow
-	err := row.Scan(&i.ClaimedCents, &i.RefundedCents)
+	err := row.Scan(
+		&i.ClaimedCents,
+		&i.RefundedCents,
+		&i.BestPacketID,
+		&i.BestAmountCents,
+	)
 	return i, err
 }
 
 const RecordSettlement = `-- name: RecordSettlement :one
 WITH changed AS (
-    UPDATE envelopes e SET status = $1, refunded_cents = $2, settled_at = $3::timestamptz
-    WHERE e.id = $4
+    UPDATE envelopes e SET status = $1, refunded_cents = $2, settled_at = $3::timestamptz,
+        best_packet_id = nullif($4::bigint, 0), best_amount_cents = nullif($5::bigint, 0)
+    WHERE e.id = $6
     RETURNING e.id, e.sender_id, e.status, e.total_cents, e.claimed_cents, e.refunded_cents, e.settled_at
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, 'envelope.settled'::event_type AS type, id AS envelope_id,
@@ -155,19 +179,24 @@ SELECT count(*) FROM changed
 `
 
 type RecordSettlementParams struct {
-	Status        envelope.Status
-	RefundedCents int64
-	SettledAt     time.Time
-	ID            int64
+	Status          envelope.Status
+	RefundedCents   int64
+	SettledAt       time.Time
+	BestPacketID    int64
+	BestAmountCents int64
+	ID              int64
 }
 
-// RecordSettlement records a settlement (status settled or failed) and its
-// envelope.settled event, and returns how many envelopes it changed.
+// RecordSettlement records a settlement (status settled or failed), the
+// luckiest grab PacketSums found (0: none), and its envelope.settled event,
+// and returns how many envelopes it changed.
 func (q *Queries) RecordSettlement(ctx context.Context, arg RecordSettlementParams) (int64, error) {
 	row := q.db.QueryRow(ctx, RecordSettlement,
 		arg.Status,
 		arg.RefundedCents,
 		arg.SettledAt,
+		arg.BestPacketID,
+		arg.BestAmountCents,
 		arg.ID,
 	)
 	var count int64

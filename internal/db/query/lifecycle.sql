@@ -5,7 +5,8 @@ UPDATE envelopes SET status = 'expired' WHERE id = @id AND status = 'open';
 
 -- name: LockForSettlement :one
 -- LockForSettlement locks an envelope's row for its settlement.
-SELECT status, total_cents, claimed_cents FROM envelopes WHERE id = @id FOR UPDATE;
+SELECT status, total_cents, claimed_cents, coalesce(best_packet_id, 0)::bigint AS best_packet_id
+FROM envelopes WHERE id = @id FOR UPDATE;
 
 -- name: RefundUnclaimed :execrows
 -- RefundUnclaimed marks an envelope's unclaimed packets refunded.
@@ -13,16 +14,29 @@ UPDATE packets SET refunded_at = @refunded_at::timestamptz
 WHERE envelope_id = @envelope_id AND claimed_by IS NULL AND refunded_at IS NULL;
 
 -- name: PacketSums :one
--- PacketSums adds up an envelope's claimed and refunded packets.
-SELECT coalesce(sum(amount_cents) FILTER (WHERE claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
-       coalesce(sum(amount_cents) FILTER (WHERE refunded_at IS NOT NULL), 0)::bigint AS refunded_cents
-FROM packets WHERE envelope_id = @envelope_id;
+-- PacketSums adds up an envelope's claimed and refunded packets, and finds
+-- its luckiest grab among them (0 when nothing was claimed): the settlement
+-- checks the envelope row against its packets, and its best too.
+WITH best AS (
+    SELECT p.id, p.amount_cents FROM packets p
+    WHERE p.envelope_id = @envelope_id AND p.claimed_by IS NOT NULL
+    ORDER BY p.amount_cents DESC, p.id DESC
+    LIMIT 1
+)
+SELECT coalesce(sum(s.amount_cents) FILTER (WHERE s.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
+       coalesce(sum(s.amount_cents) FILTER (WHERE s.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
+       coalesce((SELECT b.id FROM best b), 0)::bigint AS best_packet_id,
+       coalesce((SELECT b.amount_cents FROM best b), 0)::bigint AS best_amount_cents
+FROM packets s
+WHERE s.envelope_id = @envelope_id;
 
 -- name: RecordSettlement :one
--- RecordSettlement records a settlement (status settled or failed) and its
--- envelope.settled event, and returns how many envelopes it changed.
+-- RecordSettlement records a settlement (status settled or failed), the
+-- luckiest grab PacketSums found (0: none), and its envelope.settled event,
+-- and returns how many envelopes it changed.
 WITH changed AS (
-    UPDATE envelopes e SET status = @status, refunded_cents = @refunded_cents, settled_at = @settled_at::timestamptz
+    UPDATE envelopes e SET status = @status, refunded_cents = @refunded_cents, settled_at = @settled_at::timestamptz,
+        best_packet_id = nullif(@best_packet_id::bigint, 0), best_amount_cents = nullif(@best_amount_cents::bigint, 0)
     WHERE e.id = @id
     RETURNING e.id, e.sender_id, e.status, e.total_cents, e.claimed_cents, e.refunded_cents, e.settled_at
 ), new_events AS (
