@@ -5,7 +5,7 @@
 //	flusher migrate   apply pending migrations and exit
 //	flusher audit     check the money invariants; exit 1 on any violation, 3 while envelopes are suspended
 //	flusher recover   reload or refund a suspended envelope
-//	flusher retention archive and delete envelopes settled longer ago than LEDGER_RETENTION
+//	flusher retention archive and delete envelopes settled (or failed) longer ago than LEDGER_RETENTION
 //	flusher apikey    create, list and revoke the API's keys
 //
 // `flusher -h` lists the commands, their flags and the settings.

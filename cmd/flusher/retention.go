@@ -19,13 +19,13 @@ import (
 const retentionSynopsis = "-archive-dir DIR [-older-than DURATION] [-limit N] [-batch N] [-dry-run]"
 
 // runRetention is `flusher retention`: archive the rows of the envelopes
-// settled longer ago than -older-than (LEDGER_RETENTION by default) into a
+// settled (or failed) longer ago than -older-than (LEDGER_RETENTION by default) into a
 // new set of files under -archive-dir, then delete them. For cron, unless
 // the daemon runs it (LEDGER_ARCHIVE_DIR).
 func runRetention(args []string) error {
 	fs := flag.NewFlagSet("retention", flag.ContinueOnError)
 	dir := fs.String("archive-dir", "", "directory of the archive (it must exist); each run writes a set of its own in it")
-	olderThan := fs.Duration("older-than", 0, "remove envelopes settled this long ago or longer (default LEDGER_RETENTION); never below SETTLED_KEY_TTL")
+	olderThan := fs.Duration("older-than", 0, "remove envelopes settled (or failed) this long ago or longer (default LEDGER_RETENTION); never below SETTLED_KEY_TTL")
 	limit := fs.Int("limit", 0, "most envelopes removed by this run (0: every one due)")
 	batch := fs.Int("batch", retention.DefaultBatch, "envelopes per transaction")
 	dryRun := fs.Bool("dry-run", false, "print what would be removed and change nothing")

@@ -1,7 +1,8 @@
 // Package retention sheds old settled envelopes from the ledger (`flusher
 // retention`): it archives every row of each envelope settled (or failed,
-// given up while loading) longer ago than the retention to files, PostgreSQL's COPY text format, then deletes
-// those rows, a batch of envelopes per transaction.
+// given up while loading) longer ago than the retention to files,
+// PostgreSQL's COPY text format, then deletes those rows, a batch of
+// envelopes per transaction.
 //
 // A batch's transaction locks its envelopes (FOR UPDATE, skipping those a
 // concurrent run holds), writes their rows with COPY ... TO STDOUT, fsyncs
