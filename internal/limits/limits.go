@@ -51,9 +51,10 @@ const counterTTL = 50 * time.Hour
 
 // Limiter checks and counts. Its methods do nothing when their limit is off.
 type Limiter struct {
-	rdb  redis.UniversalClient
-	keys redisstore.Keys
-	c    Config
+	rdb   redis.UniversalClient
+	keys  redisstore.Keys
+	c     Config
+	admit *admitter
 }
 
 // New returns a Limiter, or nil when every limit is off.
@@ -64,7 +65,7 @@ func New(rdb redis.UniversalClient, keys redisstore.Keys, c Config) *Limiter {
 	if c.Location == nil {
 		c.Location = time.UTC
 	}
-	return &Limiter{rdb: rdb, keys: keys, c: c}
+	return &Limiter{rdb: rdb, keys: keys, c: c, admit: &admitter{rdb: rdb}}
 }
 
 // LimitsGrabs reports whether grabs are limited at all.
@@ -81,11 +82,16 @@ type Reservation struct {
 }
 
 // AdmitGrab takes a token and reserves a packet of the user's day, or
-// returns *RateLimitedError or ErrExceeded having taken nothing.
+// returns *RateLimitedError or ErrExceeded having taken nothing. Grabs that
+// arrive together share a round trip (admitter).
 func (l *Limiter) AdmitGrab(ctx context.Context, client, userID string, now time.Time) (Reservation, error) {
 	keys := []string{l.keys.UserGrabRate(client, userID), l.keys.UserDailyGrabs(client, userID, l.day(now))}
-	code, payload, err := userReserve.Run(ctx, l.rdb, keys, now.UnixMilli(), l.c.UserGrabRate, l.c.UserDailyGrabs,
-		int64(counterTTL/time.Second))
+	call := &admitCall{keys: keys, args: []any{now.UnixMilli(), l.c.UserGrabRate, l.c.UserDailyGrabs,
+		int64(counterTTL / time.Second)}}
+	if err := l.admit.run(ctx, call); err != nil {
+		return Reservation{}, err
+	}
+	code, payload, err := call.code, call.payload, call.err
 	if err != nil {
 		return Reservation{}, err
 	}
