@@ -121,15 +121,17 @@ func (q *Queries) MarkExpired(ctx context.Context, id int64) error {
 }
 
 const PacketSums = `-- name: PacketSums :one
-SELECT coalesce(sum(s.amount_cents) FILTER (WHERE s.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
-       coalesce(sum(s.amount_cents) FILTER (WHERE s.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
-       coalesce(min(b.id), 0)::bigint AS best_packet_id, coalesce(min(b.amount_cents), 0)::bigint AS best_amount_cents
-FROM packets s
-LEFT JOIN LATERAL (
+WITH best AS (
     SELECT p.id, p.amount_cents FROM packets p
     WHERE p.envelope_id = $1 AND p.claimed_by IS NOT NULL
     ORDER BY p.amount_cents DESC, p.id DESC
-    LIMIT 1) b ON true
+    LIMIT 1
+)
+SELECT coalesce(sum(s.amount_cents) FILTER (WHERE s.claimed_by IS NOT NULL), 0)::bigint AS claimed_cents,
+       coalesce(sum(s.amount_cents) FILTER (WHERE s.refunded_at IS NOT NULL), 0)::bigint AS refunded_cents,
+       coalesce((SELECT b.id FROM best b), 0)::bigint AS best_packet_id,
+       coalesce((SELECT b.amount_cents FROM best b), 0)::bigint AS best_amount_cents
+FROM packets s
 WHERE s.envelope_id = $1
 `
 
