@@ -11,12 +11,12 @@ import (
 	"redpacket/internal/redisscript"
 )
 
-// admitBatchMax bounds the reservations one pipeline carries.
+// admitBatchMax bounds the calls one pipeline carries.
 const admitBatchMax = 64
 
-// admitter sends the user_reserve.lua calls of grabs that arrive together in
-// one pipeline, as the grab coalescer does for the grab script: a group
-// commit with no goroutine of its own. A call that finds none in flight
+// admitter sends the user_reserve.lua and user_release.lua calls of grabs
+// that arrive together in one pipeline, as the grab coalescer does for the
+// grab script: a group commit with no goroutine of its own. A call that finds none in flight
 // sends at once, alone; calls that arrive while one is in flight wait, and
 // the first of them then sends all that waited. So a lone grab pays no
 // delay, and under load one round trip serves many grabs. Each reservation
@@ -31,11 +31,12 @@ type admitter struct {
 	pending []*admitCall
 }
 
-// admitCall is one reservation and, once ready is closed, its reply, or the
-// turn to lead.
+// admitCall is one script call and, once ready is closed, its reply, or
+// the turn to lead.
 type admitCall struct {
-	keys []string
-	args []any
+	script *redisscript.Script
+	keys   []string
+	args   []any
 
 	ready chan struct{}
 	lead  bool // set under mu: this waiting call sends the next pipeline
@@ -116,20 +117,20 @@ func (a *admitter) send(ctx context.Context, c *admitCall) {
 func (a *admitter) pipeline(ctx context.Context, batch []*admitCall) {
 	if len(batch) == 1 {
 		c := batch[0]
-		c.code, c.payload, c.err = userReserve.Run(ctx, a.rdb, c.keys, c.args...)
+		c.code, c.payload, c.err = c.script.Run(ctx, a.rdb, c.keys, c.args...)
 		return
 	}
 	pipe := a.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, c := range batch {
-		cmds[i] = userReserve.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for i, c := range batch {
 		if err := cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			c.code, c.payload, c.err = userReserve.Run(ctx, a.rdb, c.keys, c.args...)
+			c.code, c.payload, c.err = c.script.Run(ctx, a.rdb, c.keys, c.args...)
 			continue
 		}
-		c.code, c.payload, c.err = userReserve.Parse(cmds[i].Result())
+		c.code, c.payload, c.err = c.script.Parse(cmds[i].Result())
 	}
 }

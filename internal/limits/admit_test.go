@@ -93,6 +93,45 @@ func TestAdmitGrabCoalescedKeepsTheCap(t *testing.T) {
 	}
 }
 
+// Grabs that took nothing give their reservations back, many at once: the
+// day's count returns to zero, the whole cap is there again, and the
+// releases shared round trips with each other and the reservations.
+func TestReleaseCoalescedGivesEveryReservationBack(t *testing.T) {
+	t.Parallel()
+	const callers = 200
+	l, rdb, rt := newLimiter(t, Config{UserDailyGrabs: callers, UserGrabRate: 10 * callers})
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			<-start
+			r, err := l.AdmitGrab(t.Context(), "", "carol", now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := l.Release(t.Context(), r, false); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	n, err := rdb.Get(t.Context(), l.keys.UserDailyGrabs("", "carol", "20261127")).Int64()
+	if err != nil || n != 0 {
+		t.Errorf("the day's count after every grab gave its packet back is %d (%v), want 0", n, err)
+	}
+	if trips := rt.n.Load(); trips >= 2*callers {
+		t.Errorf("%d round trips for %d reservations and releases arriving together: not coalesced", trips, 2*callers)
+	}
+	for i := range callers {
+		if _, err := l.AdmitGrab(t.Context(), "", "carol", now); err != nil {
+			t.Fatalf("grab %d of the cap after the releases: %v", i+1, err)
+		}
+	}
+}
+
 // A grab whose caller leaves while it waits for the call in flight is
 // withdrawn: it returns the caller's error and reserves nothing, and the
 // calls around it are answered.
