@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -89,13 +90,24 @@ func (a *admitter) send(ctx context.Context, c *admitCall) {
 	a.pending = slices.Delete(a.pending, 0, n)
 	for _, b := range batch {
 		b.sent = true
+		b.err = errNotAnswered // until the pipeline answers it
 	}
 	a.mu.Unlock()
+	// Deferred, so that even a panic in the pipeline passes the turn on
+	// rather than leaving every later call waiting.
+	defer a.handOff(batch)
 
 	// The pipeline serves every call of the batch, so it is not cut short
 	// when the one sending it is: Redis's timeouts bound it.
 	a.pipeline(context.WithoutCancel(ctx), batch)
+}
 
+// errNotAnswered is the reply of a call its pipeline did not answer.
+var errNotAnswered = errors.New("user limits: call not answered")
+
+// handOff wakes the batch's waiting calls, after passing the turn to send
+// to the next waiting call, if any.
+func (a *admitter) handOff(batch []*admitCall) {
 	a.mu.Lock()
 	if len(a.pending) > 0 {
 		next := a.pending[0]
