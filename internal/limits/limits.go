@@ -86,7 +86,7 @@ type Reservation struct {
 // arrive together share a round trip (admitter).
 func (l *Limiter) AdmitGrab(ctx context.Context, client, userID string, now time.Time) (Reservation, error) {
 	keys := []string{l.keys.UserGrabRate(client, userID), l.keys.UserDailyGrabs(client, userID, l.day(now))}
-	call := &admitCall{script: userReserve, keys: keys, args: []any{now.UnixMilli(), l.c.UserGrabRate, l.c.UserDailyGrabs,
+	call := &admitCall{keys: keys, args: []any{now.UnixMilli(), l.c.UserGrabRate, l.c.UserDailyGrabs,
 		int64(counterTTL / time.Second)}}
 	if err := l.admit.run(ctx, call); err != nil {
 		return Reservation{}, err
@@ -106,8 +106,8 @@ func (l *Limiter) AdmitGrab(ctx context.Context, client, userID string, now time
 }
 
 // Release gives back the reserved packet of a grab that took none; for a
-// holder's repeat (repeat), the token too. Releases share pipelines with the
-// reservations of grabs arriving meanwhile (admitter).
+// holder's repeat (repeat), the token too. Each is a call of its own, never
+// in a pipeline (see admitter: a pipeline sent twice would release twice).
 func (l *Limiter) Release(ctx context.Context, r Reservation, repeat bool) error {
 	if r.keys == nil || (!r.day && !repeat) {
 		return nil
@@ -120,11 +120,8 @@ func (l *Limiter) Release(ctx context.Context, r Reservation, repeat bool) error
 	if r.day {
 		day = "1"
 	}
-	call := &admitCall{script: userRelease, keys: r.keys, args: []any{rate, day}}
-	if err := l.admit.run(ctx, call); err != nil {
-		return err
-	}
-	return call.err
+	_, _, err := userRelease.Run(ctx, l.rdb, r.keys, rate, day)
+	return err
 }
 
 // ReserveCents counts a create's cents on the sender's day, or returns
