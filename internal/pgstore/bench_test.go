@@ -41,10 +41,7 @@ func benchApply(b *testing.B, s *pgstore.Store, write func(context.Context, []pg
 		batchSize   = 2000
 		perEnvelope = 50 * batchSize
 	)
-	amounts := make([]int64, perEnvelope)
-	for i := range amounts {
-		amounts[i] = int64(1 + i%97)
-	}
+	amounts := amountsOf(perEnvelope)
 	var (
 		env  int64
 		next = perEnvelope // packets of env used so far

@@ -104,6 +104,7 @@ func BenchmarkClaimDesigns(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// amountsOf is the packet amounts of the benchmarks' envelopes of n packets.
 func amountsOf(n int) []int64 {
 	out := make([]int64, n)
 	for i := range out {

@@ -60,11 +60,7 @@ type batches struct {
 }
 
 func newBatches(b *testing.B, s *pgstore.Store) *batches {
-	amounts := make([]int64, perEnvelope)
-	for i := range amounts {
-		amounts[i] = int64(1 + i%97)
-	}
-	return &batches{b: b, s: s, amounts: amounts, used: perEnvelope, claimOf: func(env, p int64) pgstore.Claim {
+	return &batches{b: b, s: s, amounts: amountsOf(perEnvelope), used: perEnvelope, claimOf: func(env, p int64) pgstore.Claim {
 		return claim(env, p, "u"+strconv.FormatInt(p, 10))
 	}}
 }
