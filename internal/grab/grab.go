@@ -84,6 +84,13 @@ func grabResult(c redisstore.Claim, err error) string {
 }
 
 func (s *Service) grab(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
+	return s.grabAs(ctx, id, userID, password, false)
+}
+
+// grabAs is grab, sent unreserved (redisstore.GrabUnreserved) or not: an
+// unreserved grab that would take a packet takes none and returns
+// redisstore.ErrUnreserved.
+func (s *Service) grabAs(ctx context.Context, id int64, userID, password string, unreserved bool) (redisstore.Claim, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return redisstore.Claim{}, err
 	}
@@ -95,10 +102,14 @@ func (s *Service) grab(ctx context.Context, id int64, userID, password string) (
 		digest = envelope.PasswordDigest(id, password)
 	}
 	// The script numbers the grant itself; a refusal takes no number.
-	c, err := s.redis.GrabWithPassword(ctx, id, userID, digest, s.Now())
+	grab := s.redis.GrabWithPassword
+	if unreserved {
+		grab = s.redis.GrabUnreserved
+	}
+	c, err := grab(ctx, id, userID, digest, s.Now())
 	switch {
-	case err == nil:
-		return c, nil
+	case err == nil, errors.Is(err, redisstore.ErrUnreserved):
+		return c, err
 	case errors.Is(err, redisstore.ErrNotStarted):
 		return c, ErrNotStarted
 	case errors.Is(err, redisstore.ErrNotRecipient):

@@ -22,6 +22,12 @@ import (
 // masters. A grab whose outcome is unknown (Redis failed) keeps its
 // reservation: the count may then undercount what the user may still get,
 // never the other way. A refused grab still answers a holder's repeat.
+//
+// A grab of an envelope this process has seen finished (sold out, expired)
+// is first sent unreserved, and answered so (a holder's repeat, or the
+// refusal) without touching the user's limits: it can take nothing. Only if
+// the envelope has packets again (an operator reloaded it) does the script
+// turn it back, and it goes the reserved way.
 func (s *Service) grabLimited(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
 	l := s.safety.limiter
 	if !l.LimitsGrabs() {
@@ -33,6 +39,24 @@ func (s *Service) grabLimited(ctx context.Context, id int64, userID, password st
 	if id <= 0 {
 		return redisstore.Claim{}, ErrNotFound
 	}
+	if s.safety.finished.has(id) {
+		c, err := s.grabAs(ctx, id, userID, password, true)
+		if !errors.Is(err, redisstore.ErrUnreserved) {
+			return c, err
+		}
+		s.safety.finished.forget(id)
+	}
+	c, err := s.grabReserved(ctx, id, userID, password)
+	if errors.Is(err, ErrSoldOut) || errors.Is(err, ErrExpired) {
+		s.safety.finished.add(id)
+	}
+	return c, err
+}
+
+// grabReserved is grabLimited's reserved way: admit, grab, and give back
+// what a grab that took nothing reserved.
+func (s *Service) grabReserved(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
+	l := s.safety.limiter
 	client, _ := reqctx.ClientName(ctx)
 	res, err := l.AdmitGrab(ctx, client, userID, s.Now())
 	var rl *limits.RateLimitedError

@@ -240,3 +240,54 @@ func TestSenderDailyCentsConcurrent(t *testing.T) {
 		t.Errorf("%d creates of 300 within 1000 a day, want 3", made)
 	}
 }
+
+// Grabs of a sold-out envelope are answered without touching the user's
+// limits once the grabber has seen it sold out: a user tapping it again and
+// again hears sold out, not rate limited, and keeps the grabs of the second
+// and the day for envelopes with packets. If the envelope has packets again
+// (its Redis state put back by an operator), the next grab is reserved and
+// counted as any other.
+func TestLimitedGrabsOfASoldOutEnvelope(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := t.Context()
+	svc := limited(s, limits.Config{UserGrabRate: 1, UserDailyGrabs: 1})
+	gone := mustCreate(t, svc, ctx, 100, 1)
+	won, err := svc.Grab(ctx, gone.ID, "winner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first sold-out answer is a reserved grab: it takes late's token.
+	if _, err := svc.Grab(ctx, gone.ID, "late"); !errors.Is(err, grab.ErrSoldOut) {
+		t.Fatalf("late's grab: %v, want sold out", err)
+	}
+	for range 5 {
+		if _, err := svc.Grab(ctx, gone.ID, "late"); !errors.Is(err, grab.ErrSoldOut) {
+			t.Fatalf("late's grab again in the same instant: %v, want sold out", err)
+		}
+		if c, err := svc.Grab(ctx, gone.ID, "winner"); err != nil || !c.Repeat || c.PacketID != won.PacketID {
+			t.Fatalf("winner's repeat: %+v, %v", c, err)
+		}
+	}
+	open := mustCreate(t, svc, ctx, 100, 1)
+	var rl *limits.RateLimitedError
+	if _, err := svc.Grab(ctx, open.ID, "late"); !errors.As(err, &rl) {
+		t.Fatalf("late's grab of an open envelope in the same second: %v, want rate limited", err)
+	}
+	s.Clock.Advance(time.Second)
+	// Packets again: the grab goes the reserved way and uses the day.
+	keys := s.Redis.Keys()
+	if err := s.RDB.HSet(ctx, keys.Meta(gone.ID), "grabbed_cents", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RDB.RPush(ctx, keys.Pool(gone.ID), fmt.Sprintf("%d:100", won.PacketID+1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := svc.Grab(ctx, gone.ID, "late"); err != nil || c.Repeat {
+		t.Fatalf("late's grab of the envelope with a packet again: %+v, %v; want the packet", c, err)
+	}
+	s.Clock.Advance(time.Second)
+	if _, err := svc.Grab(ctx, open.ID, "late"); !errors.Is(err, limits.ErrExceeded) {
+		t.Errorf("late's second packet of the day: %v, want limit exceeded", err)
+	}
+}

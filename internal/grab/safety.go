@@ -19,10 +19,11 @@ type Safety struct {
 type safety struct {
 	idempotencyTTL time.Duration
 	limiter        *limits.Limiter
+	finished       *finishedEnvelopes // envelopes seen finished, for limited grabs
 }
 
 func newSafety(c Safety) safety {
-	s := safety{idempotencyTTL: c.IdempotencyTTL, limiter: c.Limiter}
+	s := safety{idempotencyTTL: c.IdempotencyTTL, limiter: c.Limiter, finished: newFinishedEnvelopes()}
 	if s.idempotencyTTL <= 0 {
 		s.idempotencyTTL = idempotency.DefaultTTL
 	}

@@ -19,7 +19,7 @@ import (
 // within the call, clocks on either side of the expiry, sold-out pools,
 // suspended, closed and missing envelopes, one whose meta fails the checks,
 // one with a start, recipients and a password (grabs carrying the right,
-// a wrong or no password), and order numbers that run out at a random
+// a wrong or no password), grabs without a reservation, and order numbers that run out at a random
 // ceiling.
 func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 	t.Parallel()
@@ -27,7 +27,7 @@ func TestBatchedGrabsMatchOneByOne(t *testing.T) {
 	expires := time.UnixMilli(1_800_000_000_000)
 	seen := map[int64]bool{}
 	t.Cleanup(func() {
-		for _, c := range []rs.Code{grabNotStarted, grabNotRecipient, grabWrongPassword} {
+		for _, c := range []rs.Code{grabNotStarted, grabNotRecipient, grabWrongPassword, grabUnreserved} {
 			if !seen[int64(c)] {
 				t.Errorf("no grab was answered %d: the gates were not exercised", c)
 			}
@@ -118,6 +118,7 @@ func randomGrabs(s *Store, envs []int64, expires time.Time, rng *rand.Rand) []gr
 		now := expires.Add(time.Duration(rng.IntN(5)-3) * time.Millisecond)
 		calls[i] = grabFor(s, id, fmt.Sprintf("u%d", rng.IntN(6)), now)
 		calls[i].args[3] = []string{"", "d", "d", "x"}[rng.IntN(4)]
+		calls[i].args[5] = []int{0, 0, 0, 1}[rng.IntN(4)]
 	}
 	return calls
 }
@@ -127,7 +128,7 @@ func rebuild(s *Store, calls []grabCall) []grabCall {
 	out := make([]grabCall, len(calls))
 	for i, g := range calls {
 		out[i] = grabFor(s, g.args[2].(int64), g.args[0].(string), time.UnixMilli(g.args[1].(int64)))
-		out[i].args[3] = g.args[3]
+		out[i].args[3], out[i].args[5] = g.args[3], g.args[5]
 	}
 	return out
 }

@@ -19,14 +19,16 @@
 -- ARGV[3]       shards: the stride of the shard's sequence numbers
 -- ARGV[4]       offset: shard + 1, the shard's first sequence number
 -- ARGV[5]       the largest counter whose sequence number fits the width
--- ARGV[5i+2]    user id of grab i
--- ARGV[5i+3]    now, unix milliseconds
--- ARGV[5i+4]    envelope id
--- ARGV[5i+5]    digest of the password grab i carries, or ''
+-- ARGV[6i]      user id of grab i
+-- ARGV[6i+1]    now, unix milliseconds
+-- ARGV[6i+2]    envelope id
+-- ARGV[6i+3]    digest of the password grab i carries, or ''
 --               (envelope.PasswordDigest)
--- ARGV[5i+6]    the envelope's claim buckets the caller named KEYS[4i+1] by:
+-- ARGV[6i+4]    the envelope's claim buckets the caller named KEYS[4i+1] by:
 --               the meta's "buckets", or 0 where it has none (the one claims
 --               hash of an envelope loaded before buckets)
+-- ARGV[6i+5]    1: grab i holds no reservation of the user's limits and
+--               must take nothing (UNRESERVED); 0: it may take a packet
 --
 -- Order numbers: the shard hands out counter values counter+1, counter+2,
 -- ... up to the ceiling (set from PostgreSQL by order_ceiling.lua), only to
@@ -72,6 +74,10 @@
 --   STALE      the grab's buckets are not the meta's: its claims hash may be
 --              the wrong one, so nothing of it was read or taken; ask again
 --              with the meta's number
+--   UNRESERVED the grab was sent without a reservation (ARGV[6i+5]) and
+--              would have taken a packet; nothing was taken: send it again
+--              reserved. Answered only where a reserved grab would try
+--              the pool: every refusal above comes first
 -- A STALE grab is answered so first; a holder's grab is answered REPEAT
 -- before any other check; the others are checked in the order of refusal()
 -- then gate().
@@ -86,10 +92,10 @@
 --   queued  1 envelope packet amount grabbed_ms order_no user
 local DONE, FENCE, CEILING, EXHAUSTED = 0, 1, 2, 3
 local GRANTED, REPEAT, NOT_LOADED, CLOSED, SOLD_OUT, SUSPENDED, AWAITING, BAD_STATE = 0, 1, 2, 3, 4, 5, 6, 7
-local NOT_STARTED, NOT_RECIPIENT, WRONG_PASSWORD, STALE = 8, 9, 10, 11
+local NOT_STARTED, NOT_RECIPIENT, WRONG_PASSWORD, STALE, UNRESERVED = 8, 9, 10, 11, 12
 
 -- Keys and arguments per grab, after the call's 2 keys and 5 arguments.
-local kg, ag = 4, 5
+local kg, ag = 4, 6
 local function gkey(i, j) return KEYS[2 + kg * (i - 1) + j] end
 local function garg(i, j) return ARGV[5 + ag * (i - 1) + j] end
 
@@ -145,7 +151,7 @@ if not string.match(date, '^%d%d%d%d%d%d%d%d$') or not width or width > 18 or no
 end
 local n = (#ARGV - 5) / ag
 if n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + kg * n then
-  return redis.error_reply('grab: KEYS and ARGV are not 2 + 4 and 5 + 5 per grab')
+  return redis.error_reply('grab: KEYS and ARGV are not 2 + 4 and 5 + 6 per grab')
 end
 
 -- The envelopes of this call, in order of first appearance, and their users.
@@ -160,8 +166,9 @@ for i = 1, n do
   end
   local user = garg(i, 1)
   now[i] = whole(garg(i, 2), 0)
-  if user == '' or not now[i] or not whole(garg(i, 3), 1) or not whole(garg(i, 5), 0) then
-    return redis.error_reply('grab: empty user, bad clock, envelope or buckets in grab ' .. i)
+  if user == '' or not now[i] or not whole(garg(i, 3), 1) or not whole(garg(i, 5), 0)
+      or (garg(i, 6) ~= '0' and garg(i, 6) ~= '1') then
+    return redis.error_reply('grab: empty user, bad clock, envelope, buckets or reservation flag in grab ' .. i)
   end
 end
 
@@ -255,8 +262,9 @@ end
 -- First pass: which grabs take a packet from the pool (plan: a refusal's
 -- code, or one of these). A user's second
 -- attempt in this call repeats the first if that one is granted; otherwise
--- it is answered as the first was, or refused for its own time.
-local held, pop, again = -1, -2, -3
+-- it is answered as the first was, or refused for its own time. An
+-- unreserved grab that would take a packet takes none (unreserved).
+local held, pop, again, unreserved = -1, -2, -3, -4
 local plan = {}
 for i = 1, n do
   local e = envs[gkey(i, 1)]
@@ -270,6 +278,8 @@ for i = 1, n do
     plan[i] = again
   elseif code then
     plan[i] = code
+  elseif garg(i, 6) == '1' then
+    plan[i] = unreserved
   else
     plan[i] = pop
     e.attempting[user] = true
@@ -323,7 +333,8 @@ if wanted > 0 then
 end
 
 -- Second pass: answer in order, numbering the grants.
-local afterSoldOut = {[CLOSED] = true, [NOT_STARTED] = true, [NOT_RECIPIENT] = true, [WRONG_PASSWORD] = true}
+local afterSoldOut = {[CLOSED] = true, [NOT_STARTED] = true, [NOT_RECIPIENT] = true, [WRONG_PASSWORD] = true,
+                      [UNRESERVED] = true}
 local reply, queued, writes, used, short = {}, {}, {}, 0, false
 local format = string.format('%%0%dd', width)
 -- The date's 8 digits are 4 whole bytes of every order number's digits.
@@ -334,6 +345,8 @@ for i = 1, n do
   local code, claim = p, ''
   if p == held then
     code, claim = REPEAT, e.held[user]
+  elseif p == unreserved then
+    code = UNRESERVED
   elseif p == pop then
     local k = e.next + 1
     if e.badPool then
@@ -364,6 +377,9 @@ for i = 1, n do
   elseif p == again then
     if e.granted[user] then
       code, claim = REPEAT, e.granted[user]
+    elseif garg(i, 6) == '1' then
+      -- As if alone: the user's first grab in this call took nothing.
+      code = refusal(e, now[i]) or gate(e, i) or UNRESERVED
     else
       code = refusal(e, now[i]) or gate(e, i) or (e.awaiting[user] and AWAITING) or (e.badPool and BAD_STATE) or SOLD_OUT
     end

@@ -290,3 +290,51 @@ func TestLiveUnknown(t *testing.T) {
 		t.Errorf("Live(unknown) = %+v, %v; want zero Live, nil", live, err)
 	}
 }
+
+// A grab sent without a reservation of the user's limits takes nothing: it
+// is told to come back reserved while there is a packet to take, and gets
+// the answers a reserved grab would once there is none: a holder's repeat,
+// sold out, closed.
+func TestGrabUnreserved(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	k := s.Keys()
+	const id = 14
+	now := time.Now()
+	_, total := load(t, s, id, 2, now)
+	for range 2 {
+		if c, err := s.GrabUnreserved(ctx, id, "a", "", now); !errors.Is(err, redisstore.ErrUnreserved) {
+			t.Fatalf("unreserved grab with packets left = %+v, %v; want ErrUnreserved", c, err)
+		}
+	}
+	live, err := s.Live(ctx, id)
+	if err != nil || live.Remaining != 2 || live.GrabbedCents != 0 {
+		t.Errorf("after unreserved grabs: Live = %+v, %v; want nothing taken", live, err)
+	}
+	if n := llen(t, rdb, k.Consumed(k.Shard(id))); n != 0 {
+		t.Errorf("unreserved grabs queued %d claims", n)
+	}
+	a, errA := s.Grab(ctx, id, "a", now)
+	b, errB := s.Grab(ctx, id, "b", now)
+	if errA != nil || errB != nil {
+		t.Fatalf("reserved grabs: %v, %v", errA, errB)
+	}
+	c, err := s.GrabUnreserved(ctx, id, "a", "", now)
+	a.Repeat = true
+	if err != nil || c != a {
+		t.Errorf("holder's unreserved grab = %+v, %v; want the repeat %+v", c, err, a)
+	}
+	if _, err := s.GrabUnreserved(ctx, id, "c", "", now); !errors.Is(err, redisstore.ErrSoldOut) {
+		t.Errorf("unreserved grab of a sold-out envelope = %v, want ErrSoldOut", err)
+	}
+	if live, err := s.Live(ctx, id); err != nil || live.GrabbedCents != total || b.Repeat {
+		t.Errorf("Live = %+v, %v; want %d grabbed by a and b", live, err, total)
+	}
+
+	const late = 15
+	load(t, s, late, 2, now)
+	if _, err := s.GrabUnreserved(ctx, late, "a", "", now.Add(2*time.Hour)); !errors.Is(err, redisstore.ErrClosed) {
+		t.Errorf("unreserved grab after the expiry = %v, want ErrClosed", err)
+	}
+}

@@ -79,6 +79,7 @@ var grabOutcomes = []rs.Reply{
 	{Code: grabNotRecipient, Name: "NOT_RECIPIENT", Err: ErrNotRecipient},
 	{Code: grabWrongPassword, Name: "WRONG_PASSWORD", Err: ErrWrongPassword},
 	{Code: grabStale, Name: "STALE", Err: errStaleBuckets},
+	{Code: grabUnreserved, Name: "UNRESERVED", Err: ErrUnreserved},
 }
 
 // Reply codes of grab.lua, per call.
@@ -109,6 +110,10 @@ const (
 	// than its meta records: nothing was read or taken; ask again with the
 	// meta's number.
 	grabStale rs.Code = 11
+
+	// A grab without a reservation of the user's limits would have taken a
+	// packet: nothing was taken (GrabUnreserved).
+	grabUnreserved rs.Code = 12
 )
 
 // Reply codes of order_ceiling.lua.

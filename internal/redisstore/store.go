@@ -33,6 +33,9 @@ var (
 	ErrNotStarted    = errors.New("envelope not started yet")
 	ErrNotRecipient  = errors.New("user is not a recipient of the envelope")
 	ErrWrongPassword = errors.New("wrong password for the envelope")
+	// ErrUnreserved: a grab sent without a reservation (GrabUnreserved)
+	// would have taken a packet; it took nothing.
+	ErrUnreserved = errors.New("grab would take a packet but holds no reservation of the user's limits")
 )
 
 // Store runs the scripts against one Redis or a Redis Cluster.
@@ -188,6 +191,19 @@ func (s *Store) Grab(ctx context.Context, envelopeID int64, userID string, now t
 // gave (envelope.PasswordDigest; "" for none): an envelope with a password
 // refuses any other with ErrWrongPassword, taking nothing.
 func (s *Store) GrabWithPassword(ctx context.Context, envelopeID int64, userID, digest string, now time.Time) (Claim, error) {
+	return s.grabWith(ctx, envelopeID, userID, digest, now, false)
+}
+
+// GrabUnreserved is GrabWithPassword for a grab that holds no reservation of
+// the user's limits: it is answered as GrabWithPassword would answer it (a
+// holder's repeat, or a refusal) except where it would take a packet; there
+// it takes nothing and returns ErrUnreserved. So a limited grab of an
+// envelope with nothing left to take need not reserve and give back.
+func (s *Store) GrabUnreserved(ctx context.Context, envelopeID int64, userID, digest string, now time.Time) (Claim, error) {
+	return s.grabWith(ctx, envelopeID, userID, digest, now, true)
+}
+
+func (s *Store) grabWith(ctx context.Context, envelopeID int64, userID, digest string, now time.Time, unreserved bool) (Claim, error) {
 	if s.numbering == nil {
 		return Claim{}, fmt.Errorf("grab envelope %d: the store numbers no orders (NumberOrders)", envelopeID)
 	}
@@ -198,6 +214,9 @@ func (s *Store) GrabWithPassword(ctx context.Context, envelopeID int64, userID, 
 		}
 		g := s.newGrab(envelopeID, userID, now, buckets)
 		g.args[3] = digest
+		if unreserved {
+			g.args[5] = 1
+		}
 		r := s.grabOnce(ctx, g)
 		var short *OrderShortage
 		c, err := r.claim()
@@ -239,7 +258,7 @@ type grabCall struct {
 	shard int
 	date  string    // the day of its order number
 	keys  [4]string // meta, pool, the user's claims hash, recipients
-	args  [5]any    // user, now, envelope, password digest, claim buckets
+	args  [6]any    // user, now, envelope, password digest, claim buckets, unreserved (0 or 1)
 }
 
 func (s *Store) newGrab(envelopeID int64, userID string, now time.Time, buckets int) grabCall {
@@ -247,7 +266,7 @@ func (s *Store) newGrab(envelopeID int64, userID string, now time.Time, buckets 
 		shard: s.keys.Shard(envelopeID),
 		date:  s.numbering.Date(now),
 		keys:  s.keys.GrabKeys(envelopeID, buckets, userID),
-		args:  [5]any{userID, now.UnixMilli(), envelopeID, "", buckets},
+		args:  [6]any{userID, now.UnixMilli(), envelopeID, "", buckets, 0},
 	}
 }
 
