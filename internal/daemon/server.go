@@ -66,7 +66,13 @@ func Serve(ctx context.Context, log *zap.Logger, srv *Server, addr string, grace
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	log.Info("listening", zap.String("addr", ln.Addr().String()), zap.Int("max_conns", srv.maxConns))
+	return ServeListener(ctx, log, srv, ln, grace)
+}
+
+// ServeListener is Serve on a listener already open, which it closes.
+func ServeListener(ctx context.Context, log *zap.Logger, srv *Server, ln net.Listener, grace time.Duration) error {
+	addr := ln.Addr().String()
+	log.Info("listening", zap.String("addr", addr), zap.Int("max_conns", srv.maxConns))
 	if srv.maxConns > 0 {
 		// A connection past the cap waits in the kernel's accept queue
 		// until one closes, rather than taking a goroutine and memory.
@@ -81,7 +87,7 @@ func Serve(ctx context.Context, log *zap.Logger, srv *Server, addr string, grace
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err = srv.HTTP.Shutdown(sctx)
+	err := srv.HTTP.Shutdown(sctx)
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

@@ -22,12 +22,13 @@ func serve(t *testing.T, h http.Handler, lim Limits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Served on this listener, never closed and bound again: another test
+	// could take the port in between, and the dials below reach its server.
 	addr := ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, zaptest.NewLogger(t), NewServer(h, zaptest.NewLogger(t), lim), addr, time.Second)
+		done <- ServeListener(ctx, zaptest.NewLogger(t), NewServer(h, zaptest.NewLogger(t), lim), ln, time.Second)
 	}()
 	t.Cleanup(func() {
 		cancel()
