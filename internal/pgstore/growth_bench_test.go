@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
@@ -37,6 +38,13 @@ import (
 //	    -bench=BenchmarkLedgerGrowth -benchtime=4s -timeout=110m ./internal/pgstore
 //
 // 50 million packets take about 20 GB and 15 minutes to write on 2 cores.
+//
+// With LEDGER_GROWTH_WAL_COMPRESSION set (a wal_compression method: lz4,
+// pglz, zstd; setting it per session needs a superuser), the claim writes
+// are measured a second time with their sessions compressing the WAL's full
+// page images, so that the server setting a DBA would choose is compared
+// with the default in the same run. Each claim operation starts after a
+// CHECKPOINT, so that both write every page they touch in full once.
 func BenchmarkLedgerGrowth(b *testing.B) {
 	for _, n := range growthSizes(b) {
 		b.Run("size="+strconv.FormatInt(n, 10), func(b *testing.B) {
@@ -45,7 +53,7 @@ func BenchmarkLedgerGrowth(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(n/1000)*100*time.Millisecond)
 			defer cancel()
 			grown, empty := seedLedger(ctx, b, n), seedLedger(ctx, b, 0)
-			for _, op := range growthOps(ctx) {
+			for _, op := range growthOps(ctx, os.Getenv("LEDGER_GROWTH_WAL_COMPRESSION")) {
 				b.Run("op="+op.name, func(b *testing.B) { runGrowthOp(b, op, grown, empty) })
 			}
 		})
@@ -73,6 +81,7 @@ func growthSizes(b *testing.B) []int64 {
 // probe rows.
 type growthLedger struct {
 	s          *pgstore.Store
+	url        string     // the database's, for the compressed claim writes' own pool
 	big        int64      // the probe envelope of 20,000 claims
 	user       historyKey // cursor of probe-user's deepest page
 	sender     historyKey // cursor of probe-sender's deepest page
@@ -88,9 +97,9 @@ type growthOp struct {
 	start      func(b *testing.B, l *growthLedger) func() (time.Duration, error)
 }
 
-func growthOps(ctx context.Context) []growthOp {
+func growthOps(ctx context.Context, walCompression string) []growthOp {
 	far := t0.AddDate(100, 0, 0)
-	return []growthOp{
+	ops := []growthOp{
 		pageOp("envelope-first", func(l *growthLedger) (int, error) {
 			return pageRows(l.s.EnvelopeClaims(ctx, l.big, 1<<62, historyLimit))
 		}),
@@ -113,9 +122,32 @@ func growthOps(ctx context.Context) []growthOp {
 			return func() (time.Duration, error) { return createGrowthEnvelope(ctx, l) }
 		}},
 		{name: "claims", unit: "claim", per: claimBatch, start: func(b *testing.B, l *growthLedger) func() (time.Duration, error) {
-			return claimGrowthBatch(ctx, b, l)
+			return claimGrowthBatch(ctx, b, l, l.s, growthClaimed)
 		}},
 	}
+	if walCompression != "" {
+		ops = append(ops, growthOp{name: "claims-wal-" + walCompression, unit: "claim", per: claimBatch,
+			start: func(b *testing.B, l *growthLedger) func() (time.Duration, error) {
+				return claimGrowthBatch(ctx, b, l, compressingStore(b, l.url, walCompression), growthClaimedCompressed)
+			}})
+	}
+	return ops
+}
+
+// compressingStore is a Store on url whose sessions compress the WAL's full
+// page images with method.
+func compressingStore(b *testing.B, url, method string) *pgstore.Store {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["wal_compression"] = method
+	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pgstore.New(pool)
 }
 
 // pageOp times read, which must return a full page.
@@ -160,10 +192,11 @@ func runGrowthOp(b *testing.B, op growthOp, grown, empty *growthLedger) {
 // envelopes 100,000,001.. (packets from 10^15), claimed envelopes
 // 200,000,001.. (packets id*10^7, see batches).
 const (
-	growthCreated      = 100_000_000
-	growthClaimed      = 200_000_000
-	growthCreatedFirst = 1_000_000_000_000_000
-	growthUsers        = 1_000_003 // the user population: user-0 .. user-1000002
+	growthCreated           = 100_000_000
+	growthClaimed           = 200_000_000
+	growthClaimedCompressed = 250_000_000 // the same, with the WAL compressed
+	growthCreatedFirst      = 1_000_000_000_000_000
+	growthUsers             = 1_000_003 // the user population: user-0 .. user-1000002
 )
 
 // createGrowthEnvelope writes a 1,000-packet envelope as the create path
@@ -197,13 +230,20 @@ func createGrowthEnvelope(ctx context.Context, l *growthLedger) (time.Duration, 
 	return time.Since(start), nil
 }
 
-// claimGrowthBatch prepares the claim operation on l: ApplyClaims of 2,000
-// new claims of fresh 100,000-packet envelopes, each by a user of the
+// claimGrowthBatch prepares the claim operation on l, written through s:
+// after a CHECKPOINT, ApplyClaims of 2,000 new claims of fresh
+// 100,000-packet envelopes (ids from env+1), each by a user of the
 // population (spread over the user index as real grabs are), newer than
 // every seeded claim, with an order number.
-func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger) func() (time.Duration, error) {
-	bs := newBatches(b, l.s)
-	bs.env = growthClaimed
+func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger, s *pgstore.Store, env int64) func() (time.Duration, error) {
+	conn, err := pgx.Connect(ctx, l.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	growthExec(ctx, b, conn, "CHECKPOINT")
+	_ = conn.Close(ctx)
+	bs := newBatches(b, s)
+	bs.env = env
 	bs.claimOf = func(env, p int64) pgstore.Claim {
 		l.claimCount++
 		return pgstore.Claim{
@@ -215,7 +255,7 @@ func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger) func()
 	return func() (time.Duration, error) {
 		batch := bs.next(ctx)
 		start := time.Now()
-		res, err := l.s.ApplyClaims(ctx, batch)
+		res, err := s.ApplyClaims(ctx, batch)
 		if err == nil && (res.Applied != claimBatch || len(res.Conflicts) != 0) {
 			err = fmt.Errorf("applied %d, %d conflicts; want %d, 0", res.Applied, len(res.Conflicts), claimBatch)
 		}
@@ -250,7 +290,7 @@ func seedLedger(ctx context.Context, b *testing.B, n int64) *growthLedger {
 	growthExec(ctx, b, conn, "VACUUM ANALYZE packets", "VACUUM ANALYZE envelopes", "VACUUM ANALYZE split_commitments", "CHECKPOINT")
 	b.Logf("ledger of %d packets: rows %s, indexes %s, vacuum %s", n, loaded.Sub(start).Round(time.Second),
 		indexed.Sub(loaded).Round(time.Second), time.Since(indexed).Round(time.Second))
-	l := &growthLedger{s: pgstore.New(pool), big: big}
+	l := &growthLedger{s: pgstore.New(pool), url: url, big: big}
 	l.user, l.sender = deepestKeys(ctx, pool, "probe-user", "probe-sender")
 	if l.user.id == 0 || l.sender.id == 0 {
 		b.Fatal("no deep page of the probe user or sender")
