@@ -102,11 +102,11 @@ func (s *Service) grabAs(ctx context.Context, id int64, userID, password string,
 		digest = envelope.PasswordDigest(id, password)
 	}
 	// The script numbers the grant itself; a refusal takes no number.
-	grab := s.redis.GrabWithPassword
+	send := s.redis.GrabWithPassword
 	if unreserved {
-		grab = s.redis.GrabUnreserved
+		send = s.redis.GrabUnreserved
 	}
-	c, err := grab(ctx, id, userID, digest, s.Now())
+	c, err := send(ctx, id, userID, digest, s.Now())
 	switch {
 	case err == nil, errors.Is(err, redisstore.ErrUnreserved):
 		return c, err
