@@ -47,12 +47,15 @@ import (
 // CHECKPOINT, so that both write every page they touch in full once.
 //
 // With LEDGER_GROWTH_WARM_CLAIMS=N, each claim operation on a grown ledger
-// first writes N claims untimed, after the CHECKPOINT: a million reach
-// every user of the population, so the measured claims land on pages of
-// the user index already read and already written in full since the
-// checkpoint, as on a ledger taking claims all day whose server keeps that
-// index in shared_buffers; without it every measured claim is such a
-// page's first since the checkpoint, the worst case.
+// first writes N claims untimed, after the CHECKPOINT. The operation's
+// envelopes draw on the same 100,000 or so users (an envelope's users are
+// its packet ids mixed modulo the population, and consecutive envelopes'
+// ids fall 30 apart there), so a million warm claims have touched the pages
+// of the user index that the measured claims go to: already read and
+// already written in full since the checkpoint, as on a ledger taking
+// claims all day whose server keeps that index in shared_buffers. Without
+// it, every measured claim is such a page's first since the checkpoint, the
+// worst case.
 func BenchmarkLedgerGrowth(b *testing.B) {
 	for _, n := range growthSizes(b) {
 		b.Run("size="+strconv.FormatInt(n, 10), func(b *testing.B) {
