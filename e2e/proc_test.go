@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -128,14 +130,30 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
+// handedOut is every port freeAddr has returned in this process.
+var handedOut sync.Map
+
+// freeAddr is a loopback address for a daemon to listen on: a port free now,
+// never returned before in this process, from 2000-9999, below Linux's
+// ephemeral range (where the kernel picks ports for ":0" listeners and
+// outgoing connections, so neither can take it before the daemon binds it)
+// and below the throwaway servers' 10000-31999.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(2000+rand.IntN(8000)))
+		if _, taken := handedOut.LoadOrStore(addr, true); taken {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in 2000-9999")
+	return ""
 }
 
 // waitReady polls url until it answers 200 or 15 s pass.
