@@ -56,6 +56,10 @@ import (
 // claims all day whose server keeps that index in shared_buffers. Without
 // it, every measured claim is such a page's first since the checkpoint, the
 // worst case.
+//
+// LEDGER_GROWTH_WAL_DETAIL=1 logs the WAL of each claim operation's first
+// timed batch by relation, with its full-page images (pg_walinspect, which
+// a superuser installs in the benchmark's databases).
 func BenchmarkLedgerGrowth(b *testing.B) {
 	for _, n := range growthSizes(b) {
 		b.Run("size="+strconv.FormatInt(n, 10), func(b *testing.B) {
@@ -92,8 +96,9 @@ func growthSizes(b *testing.B) []int64 {
 // probe rows.
 type growthLedger struct {
 	s          *pgstore.Store
-	size       int64      // seeded packets
-	url        string     // the database's, for the compressed claim writes' own pool
+	size       int64  // seeded packets
+	url        string // the database's, for the compressed claim writes' own pool
+	pool       *pgxpool.Pool
 	big        int64      // the probe envelope of 20,000 claims
 	user       historyKey // cursor of probe-user's deepest page
 	sender     historyKey // cursor of probe-sender's deepest page
@@ -179,25 +184,82 @@ func pageOp(name string, read func(l *growthLedger) (int, error)) growthOp {
 // runGrowthOp runs op on both ledgers alternately, each first every other
 // time, and reports the cost per unit on each and their ratio.
 func runGrowthOp(b *testing.B, op growthOp, grown, empty *growthLedger) {
+	ledgers := [2]*growthLedger{grown, empty}
 	runs := [2]func() (time.Duration, error){op.start(b, grown), op.start(b, empty)}
 	var took [2]time.Duration
+	var wal [2]int64
 	n := 0
 	for b.Loop() {
 		for k := range 2 {
 			i := (n + k) % 2
+			before := walPosition(b, ledgers[i])
 			d, err := runs[i]()
 			if err != nil {
 				b.Fatalf("%s: %v", op.name, err)
 			}
 			took[i] += d
+			wal[i] += walPosition(b, ledgers[i]) - before
 		}
 		n++
 	}
 	units := float64(n * op.per)
+	if op.unit == "claim" {
+		// The server's WAL between the two reads, one run's alone when
+		// nothing else writes: full-page images show here.
+		b.ReportMetric(float64(wal[0])/units, "wal-B/claim")
+		b.ReportMetric(float64(wal[1])/units, "wal-B/claim-empty")
+	}
 	b.ReportMetric(float64(took[0].Nanoseconds())/units, "ns/"+op.unit)
 	b.ReportMetric(float64(took[1].Nanoseconds())/units, "ns/"+op.unit+"-empty")
 	b.ReportMetric(float64(took[0])/float64(took[1]), "ratio")
 	b.ReportMetric(0, "ns/op")
+}
+
+// walInspectFrom readies pg_walinspect in l's database (a superuser's
+// right) and returns the WAL position to read from.
+func walInspectFrom(ctx context.Context, b *testing.B, l *growthLedger) string {
+	var from string
+	if _, err := l.pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&from); err != nil {
+		b.Fatal(err)
+	}
+	return from
+}
+
+// logWALByRelation logs the WAL written since from, by relation and record
+// type, largest first, with the full-page images among the records.
+func logWALByRelation(ctx context.Context, b *testing.B, l *growthLedger, from string) {
+	rows, err := l.pool.Query(ctx, `SELECT coalesce(c.relname, r.rel, '-'), r.rm, r.records, r.fpis, r.bytes FROM (
+		SELECT substring(block_ref from 'rel [0-9]+/[0-9]+/([0-9]+)') AS rel, resource_manager || '/' || record_type AS rm,
+		       count(*) AS records, count(*) FILTER (WHERE fpi_length > 0) AS fpis, sum(record_length) AS bytes
+		FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn()) GROUP BY 1, 2) r
+		LEFT JOIN pg_class c ON c.relfilenode::text = r.rel ORDER BY r.bytes DESC LIMIT 10`, from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rel, rm string
+		var records, fpis, bytes int64
+		if err := rows.Scan(&rel, &rm, &records, &fpis, &bytes); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("size %d, one batch's WAL: %s %s: %d records, %d with a full-page image, %d bytes", l.size, rel, rm, records, fpis, bytes)
+	}
+	if rows.Err() != nil {
+		b.Fatal(rows.Err())
+	}
+}
+
+// walPosition is the server's WAL insert position, in bytes.
+func walPosition(b *testing.B, l *growthLedger) int64 {
+	var pos int64
+	if err := l.pool.QueryRow(b.Context(), `SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn`).Scan(&pos); err != nil {
+		b.Fatal(err)
+	}
+	return pos
 }
 
 // Ids of the rows the operations write, far above the seeded ones: created
@@ -272,14 +334,24 @@ func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger, s *pgs
 			}
 		}
 	}
+	detail := os.Getenv("LEDGER_GROWTH_WAL_DETAIL") != ""
 	return func() (time.Duration, error) {
 		batch := bs.next(ctx)
+		var from string
+		if detail {
+			from = walInspectFrom(ctx, b, l)
+		}
 		start := time.Now()
 		res, err := s.ApplyClaims(ctx, batch)
+		took := time.Since(start)
+		if detail {
+			detail = false
+			logWALByRelation(ctx, b, l, from)
+		}
 		if err == nil && (res.Applied != claimBatch || len(res.Conflicts) != 0) {
 			err = fmt.Errorf("applied %d, %d conflicts; want %d, 0", res.Applied, len(res.Conflicts), claimBatch)
 		}
-		return time.Since(start), err
+		return took, err
 	}
 }
 
@@ -310,7 +382,7 @@ func seedLedger(ctx context.Context, b *testing.B, n int64) *growthLedger {
 	growthExec(ctx, b, conn, "VACUUM ANALYZE packets", "VACUUM ANALYZE envelopes", "VACUUM ANALYZE split_commitments", "CHECKPOINT")
 	b.Logf("ledger of %d packets: rows %s, indexes %s, vacuum %s", n, loaded.Sub(start).Round(time.Second),
 		indexed.Sub(loaded).Round(time.Second), time.Since(indexed).Round(time.Second))
-	l := &growthLedger{s: pgstore.New(pool), size: n, url: url, big: big}
+	l := &growthLedger{s: pgstore.New(pool), size: n, url: url, pool: pool, big: big}
 	l.user, l.sender = deepestKeys(ctx, pool, "probe-user", "probe-sender")
 	if l.user.id == 0 || l.sender.id == 0 {
 		b.Fatal("no deep page of the probe user or sender")
