@@ -262,13 +262,7 @@ func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []p
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE proto_envelopes e
-			SET claimed_cents = e.claimed_cents + t.cents,
-			    status = CASE WHEN e.claimed_cents + t.cents = e.total_cents THEN 'sold_out' ELSE e.status END,
-			    best_packet_id = CASE WHEN e.best_packet_id IS NULL
-			                               OR (t.best_cents, t.best_id) > (e.best_amount_cents, e.best_packet_id)
-			                          THEN t.best_id ELSE e.best_packet_id END,
-			    best_amount_cents = greatest(e.best_amount_cents, t.best_cents)
+		_, err = tx.Exec(ctx, protoAddSums+`
 			FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS t(envelope_id, cents, best_id, best_cents)
 			WHERE e.id = t.envelope_id`, envs, cents, bestIDs, bestCents)
 		return err
@@ -299,16 +293,20 @@ const protoAppend = protoInput + `, applied AS (
     FROM applied WINDOW w AS (PARTITION BY envelope_id)
     ORDER BY envelope_id, amount_cents DESC, packet_id DESC
 ), changed AS (
-    UPDATE proto_envelopes e
+    ` + protoAddSums + `
+    FROM totals t WHERE e.id = t.envelope_id
+)
+`
+
+// protoAddSums adds each envelope's claimed cents (t.cents) and keeps its
+// best (t.best_id, t.best_cents), for a FROM naming the totals t.
+const protoAddSums = `UPDATE proto_envelopes e
     SET claimed_cents = e.claimed_cents + t.cents,
         status = CASE WHEN e.claimed_cents + t.cents = e.total_cents THEN 'sold_out' ELSE e.status END,
         best_packet_id = CASE WHEN e.best_packet_id IS NULL
                                    OR (t.best_cents, t.best_id) > (e.best_amount_cents, e.best_packet_id)
                               THEN t.best_id ELSE e.best_packet_id END,
-        best_amount_cents = greatest(e.best_amount_cents, t.best_cents)
-    FROM totals t WHERE e.id = t.envelope_id
-)
-`
+        best_amount_cents = greatest(e.best_amount_cents, t.best_cents)`
 
 // protoEvents writes an event row per claim, as the shipped statement does.
 const protoEvents = `, event_base AS (SELECT take_event_ids(count(*)) AS base FROM applied)
