@@ -71,7 +71,7 @@ func TestFaultRedisSnapshotRollback(t *testing.T) {
 
 	// PostgreSQL gets the grants it can, each with the number answered.
 	db := connectTestDB(t, dbURL)
-	waitOrdersInPG(t, db, ids, after)
+	waitOrdersInPG(t, db, ids, after, log.eventsCopy())
 	var reused int
 	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM claim_conflicts WHERE reason = 'order_no_in_use'`).Scan(&reused); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func checkOrderNumbersOnce(t *testing.T, events []grabEvent) {
 
 // waitOrdersInPG waits (up to 20 s) until PostgreSQL holds each granted
 // grab of es with the order number it was answered.
-func waitOrdersInPG(t *testing.T, db *pgx.Conn, ids []int64, es []grabEvent) {
+func waitOrdersInPG(t *testing.T, db *pgx.Conn, ids []int64, es, all []grabEvent) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -189,8 +189,53 @@ func waitOrdersInPG(t *testing.T, db *pgx.Conn, ids []int64, es []grabEvent) {
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(missing)
+			explainMissing(t, db, es, all)
 			t.Fatalf("after 20s postgres lacks %d answered grants, e.g. %s", len(missing), missing[0])
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// explainMissing logs, for each grant of es that PostgreSQL lacks, who
+// PostgreSQL says holds the packet (user, order number, claim time) and the
+// conflicts recorded for it, and every answer of all (the test's whole log)
+// to that holder for that envelope: the evidence of which answer reached
+// the ledger first.
+func explainMissing(t *testing.T, db *pgx.Conn, es, all []grabEvent) {
+	t.Helper()
+	ctx := context.Background()
+	for _, e := range es {
+		if e.Status != 200 {
+			continue
+		}
+		var holder, order string
+		var at time.Time
+		err := db.QueryRow(ctx, `SELECT coalesce(claimed_by, ''), coalesce(order_no, ''), coalesce(claimed_at, 'epoch')
+			FROM packets WHERE id = $1`, e.Packet).Scan(&holder, &order, &at)
+		if err != nil {
+			t.Logf("packet %d: %v", e.Packet, err)
+			continue
+		}
+		if holder == e.User && order == e.Order {
+			continue
+		}
+		t.Logf("answered %s envelope %d packet %d order %s at %s; postgres: holder %q order %q claimed at %s",
+			e.User, e.Env, e.Packet, e.Order, e.Got.Format(time.StampMicro), holder, order, at.Format(time.StampMicro))
+		for _, h := range all {
+			if h.User == holder && h.Env == e.Env {
+				t.Logf("  answer to %s: %s packet %d order %s, sent %s, answered %s", h.User, h.key(), h.Packet, h.Order,
+					h.Sent.Format(time.StampMicro), h.Got.Format(time.StampMicro))
+			}
+		}
+		rows, err := db.Query(ctx, `SELECT user_id, reason, claimed_at FROM claim_conflicts WHERE packet_id = $1`, e.Packet)
+		if err != nil {
+			t.Logf("claim_conflicts of packet %d: %v", e.Packet, err)
+			continue
+		}
+		var user, reason string
+		_, _ = pgx.ForEachRow(rows, []any{&user, &reason, &at}, func() error {
+			t.Logf("  conflict: user %s %s, claimed at %s", user, reason, at.Format(time.StampMicro))
+			return nil
+		})
 	}
 }

@@ -43,6 +43,9 @@ import (
 //     whole: the amounts come with the claims (the grab knows them), the
 //     envelope's sums are added by one UPDATE per batch, and nothing is
 //     checked against the packets (a settlement would compare the sums).
+//   - copy-lean+events: copy-lean with an event row per claim, COPYed
+//     too, at positions taken from the locked sequence in the same
+//     transaction: whether claim events can stay rows of events.
 //   - insert: INSERT ... SELECT FROM unnest of the rows alone into a table
 //     shaped as the COPY reference: what SQL costs over COPY, nothing more.
 //
@@ -73,7 +76,10 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		{"append-lean", protoDesign(pool, "proto_claims_lean", false, false)},
 		{"append-lean-guarded", protoDesign(pool, "proto_claims_leang", true, false)},
 		{"copy-lean", func(ctx context.Context, c []pgstore.Claim) (int, error) {
-			return protoCopy(ctx, pool, "proto_claims_copy", c)
+			return protoCopy(ctx, pool, "proto_claims_copy", c, false)
+		}},
+		{"copy-lean+events", func(ctx context.Context, c []pgstore.Claim) (int, error) {
+			return protoCopy(ctx, pool, "proto_claims_copye", c, true)
 		}},
 		{"insert", func(ctx context.Context, c []pgstore.Claim) (int, error) {
 			return protoRun(ctx, pool, protoInsert, c)
@@ -159,6 +165,7 @@ var protoSchema = []string{
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_lean"),
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_leang"),
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copy"),
+	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copye"),
 	`CREATE TABLE proto_rows (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
 		user_id text NOT NULL, claimed_at timestamptz NOT NULL, order_no text UNIQUE, UNIQUE (envelope_id, user_id))`,
 	`CREATE TABLE copy_reference (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
@@ -237,8 +244,10 @@ func protoRun(ctx context.Context, pool *pgxpool.Pool, statement string, claims 
 }
 
 // protoCopy COPYs a batch into table with the amounts amountsOf gave its
-// packets, then adds each envelope's sum and best in one statement.
-func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []pgstore.Claim) (int, error) {
+// packets, then adds each envelope's sum and best in one statement; with
+// events, it also COPYs an event row per claim, in the batch's order (the
+// claims' time order), at positions reserved under the sequence's lock.
+func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []pgstore.Claim, events bool) (int, error) {
 	rows := make([][]any, len(claims))
 	envs, cents, bestIDs, bestCents := []int64{}, []int64{}, []int64{}, []int64{}
 	for i, c := range claims {
@@ -262,12 +271,33 @@ func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []p
 		if err != nil {
 			return err
 		}
+		if events {
+			if err := protoCopyEvents(ctx, tx, claims); err != nil {
+				return err
+			}
+		}
 		_, err = tx.Exec(ctx, protoAddSums+`
 			FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS t(envelope_id, cents, best_id, best_cents)
 			WHERE e.id = t.envelope_id`, envs, cents, bestIDs, bestCents)
 		return err
 	})
 	return int(n), err
+}
+
+// protoCopyEvents reserves len(claims) event positions and COPYs a
+// packet.claimed event row per claim at them.
+func protoCopyEvents(ctx context.Context, tx pgx.Tx, claims []pgstore.Claim) error {
+	var base int64
+	if err := tx.QueryRow(ctx, `SELECT take_event_ids($1)`, len(claims)).Scan(&base); err != nil {
+		return err
+	}
+	rows := make([][]any, len(claims))
+	for i, c := range claims {
+		rows[i] = []any{base + int64(i) + 1, "packet.claimed", c.EnvelopeID, c.PacketID}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"id", "type", "envelope_id", "packet_id"},
+		pgx.CopyFromRows(rows))
+	return err
 }
 
 const protoInput = `
