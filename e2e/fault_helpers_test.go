@@ -256,6 +256,20 @@ func (l *loadLog) summary() string {
 	return b.String()
 }
 
+// grants returns each user's first grant of each envelope, in the order
+// they were answered.
+func (l *loadLog) grants() []grabEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []grabEvent
+	for _, e := range l.events {
+		if g, ok := l.granted[envUser{e.Env, e.User}]; ok && g == e {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (l *loadLog) unknownUsers() []envUser {
 	l.mu.Lock()
 	defer l.mu.Unlock()
