@@ -26,6 +26,11 @@ import (
 //     packet.claimed rows (an envelope's sold-out event still is): what
 //     claim events read from the claimed packets would gain the shipped
 //     design.
+//   - update-claim-positions: the same, each claimed packet carrying its
+//     event position under a unique index (protoPositioned), the feed's
+//     way to read claim events in order; in a database of its own.
+//     update-claim-positions-unindexed: the same without the index, to
+//     tell the index's cost from the statement's.
 //   - append-guarded[+events]: INSERT ... SELECT FROM unnest ... ON
 //     CONFLICT DO NOTHING into a claims table with the indexes the claimed
 //     packet row has today (primary key, unique (envelope_id, user_id),
@@ -60,6 +65,9 @@ import (
 func BenchmarkClaimDesigns(b *testing.B) {
 	const perRound, batchSize = 100_000, 2_000
 	s, pool := newStore(b)
+	// The positions prototype changes packets: a database of its own.
+	s2, pool2 := newStore(b)
+	s3, pool3 := newStore(b)
 	ctx := b.Context()
 	for _, q := range protoSchema {
 		if _, err := pool.Exec(ctx, q); err != nil {
@@ -75,6 +83,8 @@ func BenchmarkClaimDesigns(b *testing.B) {
 			return res.Applied, err
 		}},
 		{"update-no-claim-events", protoUpdate(b, pool)},
+		{"update-claim-positions", protoPositioned(b, pool2, true)},
+		{"update-claim-positions-unindexed", protoPositioned(b, pool3, false)},
 		{"append-guarded+events", protoDesign(pool, "proto_claims_ge", true, true)},
 		{"append-guarded", protoDesign(pool, "proto_claims_g", true, false)},
 		{"append-trusting+events", protoDesign(pool, "proto_claims_te", false, true)},
@@ -99,8 +109,15 @@ func BenchmarkClaimDesigns(b *testing.B) {
 			env++
 			first := env * 10_000_000
 			if strings.HasPrefix(design.name, "update") {
-				insert(b, s, env, first, amountsOf(perRound), t0)
-				if _, err := s.MarkLoaded(ctx, env); err != nil {
+				store := s
+				switch design.name {
+				case "update-claim-positions":
+					store = s2
+				case "update-claim-positions-unindexed":
+					store = s3
+				}
+				insert(b, store, env, first, amountsOf(perRound), t0)
+				if _, err := store.MarkLoaded(ctx, env); err != nil {
 					b.Fatal(err)
 				}
 			} else {
@@ -123,6 +140,8 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		}
 		copied += copyReference(b, pool, round, perRound)
 	}
+	checkPositions(b, pool2)
+	checkPositions(b, pool3)
 	copyRate := float64(b.N*perRound) / copied.Seconds()
 	for d, design := range designs {
 		b.ReportMetric(float64(b.N*perRound)/spent[d].Seconds()/copyRate, "ratio-"+design.name)
