@@ -56,6 +56,9 @@ import (
 //   - copy-lean+events: copy-lean with an event row per claim, COPYed
 //     too, at positions taken from the locked sequence in the same
 //     transaction: whether claim events can stay rows of events.
+//   - copy-lean+positions: copy-lean with each claim's event position on
+//     its row under a BRIN index (the heap is in position order): claim
+//     events read from the claims, the redesign's first three steps.
 //   - insert: INSERT ... SELECT FROM unnest of the rows alone into a table
 //     shaped as the COPY reference: what SQL costs over COPY, nothing more.
 //
@@ -92,10 +95,13 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		{"append-lean", protoDesign(pool, "proto_claims_lean", false, false)},
 		{"append-lean-guarded", protoDesign(pool, "proto_claims_leang", true, false)},
 		{"copy-lean", func(ctx context.Context, c []pgstore.Claim) (int, error) {
-			return protoCopy(ctx, pool, "proto_claims_copy", c, false)
+			return protoCopy(ctx, pool, "proto_claims_copy", c, copyPlain)
 		}},
 		{"copy-lean+events", func(ctx context.Context, c []pgstore.Claim) (int, error) {
-			return protoCopy(ctx, pool, "proto_claims_copye", c, true)
+			return protoCopy(ctx, pool, "proto_claims_copye", c, copyEvents)
+		}},
+		{"copy-lean+positions", func(ctx context.Context, c []pgstore.Claim) (int, error) {
+			return protoCopy(ctx, pool, "proto_claims_copyp", c, copyPositions)
 		}},
 		{"insert", func(ctx context.Context, c []pgstore.Claim) (int, error) {
 			return protoRun(ctx, pool, protoInsert, c)
@@ -191,6 +197,9 @@ var protoSchema = []string{
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_leang"),
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copy"),
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copye"),
+	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copyp"),
+	`ALTER TABLE proto_claims_copyp ADD COLUMN claim_event_id bigint NOT NULL`,
+	`CREATE INDEX ON proto_claims_copyp USING brin (claim_event_id)`,
 	`CREATE TABLE proto_rows (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
 		user_id text NOT NULL, claimed_at timestamptz NOT NULL, order_no text UNIQUE, UNIQUE (envelope_id, user_id))`,
 	`CREATE TABLE copy_reference (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
@@ -285,11 +294,19 @@ func protoRun(ctx context.Context, pool *pgxpool.Pool, statement string, claims 
 	return n, err
 }
 
+// What protoCopy writes besides the claims.
+const (
+	copyPlain     = iota // nothing
+	copyEvents           // an event row per claim, COPYed
+	copyPositions        // each claim's event position, on the claim row
+)
+
 // protoCopy COPYs a batch into table with the amounts amountsOf gave its
-// packets, then adds each envelope's sum and best in one statement; with
-// events, it also COPYs an event row per claim, in the batch's order (the
-// claims' time order), at positions reserved under the sequence's lock.
-func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []pgstore.Claim, events bool) (int, error) {
+// packets, then adds each envelope's sum and best in one statement. With
+// copyEvents it also COPYs an event row per claim, in the batch's order
+// (the claims' time order), at positions reserved under the sequence's
+// lock; with copyPositions each claim row carries its position instead.
+func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []pgstore.Claim, mode int) (int, error) {
 	rows := make([][]any, len(claims))
 	envs, cents, bestIDs, bestCents := []int64{}, []int64{}, []int64{}, []int64{}
 	for i, c := range claims {
@@ -307,13 +324,23 @@ func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []p
 	}
 	var n int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		columns := []string{"packet_id", "envelope_id", "user_id", "amount_cents", "claimed_at", "order_no"}
+		if mode == copyPositions {
+			var base int64
+			if err := tx.QueryRow(ctx, `SELECT take_event_ids($1)`, len(rows)).Scan(&base); err != nil {
+				return err
+			}
+			for i := range rows {
+				rows[i] = append(rows[i], base+int64(i)+1)
+			}
+			columns = append(columns, "claim_event_id")
+		}
 		var err error
-		n, err = tx.CopyFrom(ctx, pgx.Identifier{table},
-			[]string{"packet_id", "envelope_id", "user_id", "amount_cents", "claimed_at", "order_no"}, pgx.CopyFromRows(rows))
+		n, err = tx.CopyFrom(ctx, pgx.Identifier{table}, columns, pgx.CopyFromRows(rows))
 		if err != nil {
 			return err
 		}
-		if events {
+		if mode == copyEvents {
 			if err := protoCopyEvents(ctx, tx, claims); err != nil {
 				return err
 			}
