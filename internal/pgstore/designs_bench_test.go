@@ -29,7 +29,7 @@ import (
 //   - update-claim-positions: the same, each claimed packet carrying its
 //     event position under a unique index (protoPositioned), the feed's
 //     way to read claim events in order; in a database of its own.
-//     update-claim-positions-unindexed: the same without the index, to
+//   - update-claim-positions-unindexed: the same without the index, to
 //     tell the index's cost from the statement's.
 //   - append-guarded[+events]: INSERT ... SELECT FROM unnest ... ON
 //     CONFLICT DO NOTHING into a claims table with the indexes the claimed
@@ -68,7 +68,7 @@ import (
 func BenchmarkClaimDesigns(b *testing.B) {
 	const perRound, batchSize = 100_000, 2_000
 	s, pool := newStore(b)
-	// The positions prototype changes packets: a database of its own.
+	// The positions prototypes change packets: databases of their own.
 	s2, pool2 := newStore(b)
 	s3, pool3 := newStore(b)
 	ctx := b.Context()
@@ -294,9 +294,11 @@ func protoRun(ctx context.Context, pool *pgxpool.Pool, statement string, claims 
 	return n, err
 }
 
-// What protoCopy writes besides the claims.
+// copyMode is what protoCopy writes besides the claims.
+type copyMode int
+
 const (
-	copyPlain     = iota // nothing
+	copyPlain     copyMode = iota // nothing
 	copyEvents           // an event row per claim, COPYed
 	copyPositions        // each claim's event position, on the claim row
 )
@@ -306,7 +308,7 @@ const (
 // copyEvents it also COPYs an event row per claim, in the batch's order
 // (the claims' time order), at positions reserved under the sequence's
 // lock; with copyPositions each claim row carries its position instead.
-func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []pgstore.Claim, mode int) (int, error) {
+func protoCopy(ctx context.Context, pool *pgxpool.Pool, table string, claims []pgstore.Claim, mode copyMode) (int, error) {
 	rows := make([][]any, len(claims))
 	envs, cents, bestIDs, bestCents := []int64{}, []int64{}, []int64{}, []int64{}
 	for i, c := range claims {
@@ -396,6 +398,11 @@ const protoAppend = protoInput + `, applied AS (
     FROM totals t WHERE e.id = t.envelope_id
 )
 `
+
+// protoAddSumsTo is protoAddSums for the envelopes of table.
+func protoAddSumsTo(table string) string {
+	return strings.Replace(protoAddSums, "UPDATE proto_envelopes e", "UPDATE "+table+" e", 1)
+}
 
 // protoAddSums adds each envelope's claimed cents (t.cents) and keeps its
 // best (t.best_id, t.best_cents), for a FROM naming the totals t.

@@ -65,7 +65,7 @@ const protoLockEnvelopes = `SELECT id FROM envelopes WHERE id = ANY($1::bigint[]
 // unclaimed, which the envelope locks keep true), takes one position for
 // each and for each envelope they sell out, and writes the claims with
 // their positions, the envelopes' sums and best, and the sold-out events.
-const protoPositionedClaims = protoInput + `, eligible AS MATERIALIZED (
+var protoPositionedClaims = protoInput + `, eligible AS MATERIALIZED (
     SELECT i.envelope_id, i.packet_id, i.user_id, i.claimed_at, nullif(i.order_no, '') AS order_no, p.amount_cents,
            row_number() OVER (ORDER BY i.claimed_at, i.packet_id) AS rn
     FROM input i JOIN packets p ON p.id = i.packet_id
@@ -89,16 +89,8 @@ const protoPositionedClaims = protoInput + `, eligible AS MATERIALIZED (
     WHERE p.id = el.packet_id
     RETURNING p.id
 ), changed AS (
-    UPDATE envelopes e
-    SET claimed_cents = e.claimed_cents + t.cents,
-        status = CASE WHEN e.status = 'open' AND e.claimed_cents + t.cents = e.total_cents
-                      THEN 'sold_out' ELSE e.status END,
-        best_packet_id = CASE WHEN e.best_packet_id IS NULL
-                                   OR (t.best_cents, t.best_id) > (e.best_amount_cents, e.best_packet_id)
-                              THEN t.best_id ELSE e.best_packet_id END,
-        best_amount_cents = greatest(e.best_amount_cents, t.best_cents)
-    FROM totals t
-    WHERE e.id = t.envelope_id
+    ` + protoAddSumsTo("envelopes") + `
+    FROM totals t WHERE e.id = t.envelope_id
 ), sold_events AS (
     INSERT INTO events (id, type, envelope_id, data)
     SELECT base.b + base.claims + s.rn, 'envelope.sold_out', s.id,
