@@ -299,8 +299,8 @@ type copyMode int
 
 const (
 	copyPlain     copyMode = iota // nothing
-	copyEvents           // an event row per claim, COPYed
-	copyPositions        // each claim's event position, on the claim row
+	copyEvents                    // an event row per claim, COPYed
+	copyPositions                 // each claim's event position, on the claim row
 )
 
 // protoCopy COPYs a batch into table with the amounts amountsOf gave its
