@@ -58,9 +58,16 @@ import (
 //     transaction: whether claim events can stay rows of events.
 //   - copy-lean+positions: copy-lean with each claim's event position on
 //     its row under a BRIN index (the heap is in position order): claim
-//     events read from the claims, the redesign's first three steps.
+//     events read from the claims, the redesign's first three steps;
+//     -btree: the same under a unique B-tree index, which rising
+//     positions fill at its right edge.
 //   - insert: INSERT ... SELECT FROM unnest of the rows alone into a table
 //     shaped as the COPY reference: what SQL costs over COPY, nothing more.
+//
+// After the rounds it reads feed pages (feedPages): 100 claim events by
+// position from copy-lean+positions's BRIN index, from the B-tree of
+// copy-lean+positions-btree and from the shipped event_messages:
+// feed-page-brin-us, feed-page-btree-us and feed-page-shipped-us.
 //
 // Each round writes 100,000 claims of fresh envelopes in batches of 2,000
 // with each design, then COPYs 100,000 rows; ratio-X is X's claims a second
@@ -102,6 +109,9 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		}},
 		{"copy-lean+positions", func(ctx context.Context, c []pgstore.Claim) (int, error) {
 			return protoCopy(ctx, pool, "proto_claims_copyp", c, copyPositions)
+		}},
+		{"copy-lean+positions-btree", func(ctx context.Context, c []pgstore.Claim) (int, error) {
+			return protoCopy(ctx, pool, "proto_claims_copypb", c, copyPositions)
 		}},
 		{"insert", func(ctx context.Context, c []pgstore.Claim) (int, error) {
 			return protoRun(ctx, pool, protoInsert, c)
@@ -148,6 +158,10 @@ func BenchmarkClaimDesigns(b *testing.B) {
 	}
 	checkPositions(b, pool2)
 	checkPositions(b, pool3)
+	brinPage, btreePage, shippedPage := feedPages(b, pool, 200)
+	b.ReportMetric(float64(brinPage.Microseconds()), "feed-page-brin-us")
+	b.ReportMetric(float64(btreePage.Microseconds()), "feed-page-btree-us")
+	b.ReportMetric(float64(shippedPage.Microseconds()), "feed-page-shipped-us")
 	copyRate := float64(b.N*perRound) / copied.Seconds()
 	for d, design := range designs {
 		b.ReportMetric(float64(b.N*perRound)/spent[d].Seconds()/copyRate, "ratio-"+design.name)
@@ -199,7 +213,13 @@ var protoSchema = []string{
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copye"),
 	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copyp"),
 	`ALTER TABLE proto_claims_copyp ADD COLUMN claim_event_id bigint NOT NULL`,
-	`CREATE INDEX ON proto_claims_copyp USING brin (claim_event_id)`,
+	// Small ranges, summarized as each fills (by autovacuum): a feed page
+	// reads a few pages, and an unsummarized range is read whole.
+	`CREATE INDEX proto_claims_copyp_position_idx ON proto_claims_copyp USING brin (claim_event_id)
+		WITH (pages_per_range = 16, autosummarize = on)`,
+	strings.ReplaceAll(protoLeanTable, "{table}", "proto_claims_copypb"),
+	`ALTER TABLE proto_claims_copypb ADD COLUMN claim_event_id bigint NOT NULL`,
+	`CREATE UNIQUE INDEX ON proto_claims_copypb (claim_event_id)`,
 	`CREATE TABLE proto_rows (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
 		user_id text NOT NULL, claimed_at timestamptz NOT NULL, order_no text UNIQUE, UNIQUE (envelope_id, user_id))`,
 	`CREATE TABLE copy_reference (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
