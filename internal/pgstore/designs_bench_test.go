@@ -298,6 +298,12 @@ func protoDesign(pool *pgxpool.Pool, table string, guarded, events bool) func(co
 // protoRun runs a prototype statement on a batch, with the shipped claim
 // transaction's planner settings.
 func protoRun(ctx context.Context, pool *pgxpool.Pool, statement string, claims []pgstore.Claim) (int, error) {
+	return protoRunAfter(ctx, pool, "", statement, claims)
+}
+
+// protoRunAfter is protoRun with first, when not "", run before the
+// statement in the same transaction, given the batch's envelope ids.
+func protoRunAfter(ctx context.Context, pool *pgxpool.Pool, first, statement string, claims []pgstore.Claim) (int, error) {
 	envs, packets, users := make([]int64, len(claims)), make([]int64, len(claims)), make([]string, len(claims))
 	ats, orders := make([]time.Time, len(claims)), make([]string, len(claims))
 	for i, c := range claims {
@@ -308,6 +314,11 @@ func protoRun(ctx context.Context, pool *pgxpool.Pool, statement string, claims 
 		if _, err := tx.Exec(ctx, `SELECT set_config('enable_seqscan', 'off', true),
 			set_config('enable_mergejoin', 'off', true), set_config('enable_hashjoin', 'off', true)`); err != nil {
 			return err
+		}
+		if first != "" {
+			if _, err := tx.Exec(ctx, first, envs); err != nil {
+				return err
+			}
 		}
 		return tx.QueryRow(ctx, statement, envs, packets, users, ats, orders).Scan(&n)
 	})

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/pgstore"
@@ -37,24 +36,8 @@ func protoPositioned(b *testing.B, pool *pgxpool.Pool, indexed bool) func(contex
 			b.Fatalf("%v\n%s", err, q)
 		}
 	}
-	return func(ctx context.Context, claims []pgstore.Claim) (int, error) {
-		envs, packets, users := make([]int64, len(claims)), make([]int64, len(claims)), make([]string, len(claims))
-		ats, orders := make([]time.Time, len(claims)), make([]string, len(claims))
-		for i, c := range claims {
-			envs[i], packets[i], users[i], ats[i], orders[i] = c.EnvelopeID, c.PacketID, c.UserID, c.ClaimedAt, c.OrderNo
-		}
-		var n int
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT set_config('enable_seqscan', 'off', true),
-				set_config('enable_mergejoin', 'off', true), set_config('enable_hashjoin', 'off', true)`); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, protoLockEnvelopes, envs); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, protoPositionedClaims, envs, packets, users, ats, orders).Scan(&n)
-		})
-		return n, err
+	return func(ctx context.Context, c []pgstore.Claim) (int, error) {
+		return protoRunAfter(ctx, pool, protoLockEnvelopes, protoPositionedClaims, c)
 	}
 }
 
