@@ -54,7 +54,7 @@ func TestSchemaCommentCheckFindsNewObjects(t *testing.T) {
 	c := connect(t, testenv.PostgresURL(t))
 	for _, stmt := range []string{
 		`CREATE TABLE later_ledger (id bigint PRIMARY KEY)`,
-		`ALTER TABLE packets ADD COLUMN later_note text`,
+		`ALTER TABLE packet_pool ADD COLUMN later_note text`,
 		`CREATE VIEW later_view AS SELECT 1 AS one`,
 		`CREATE FUNCTION later_fn() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
 	} {
@@ -63,7 +63,7 @@ func TestSchemaCommentCheckFindsNewObjects(t *testing.T) {
 		}
 	}
 	got := strings.Join(queryStrings(t, c, uncommented), "\n")
-	for _, want := range []string{"relation later_ledger", "column later_ledger.id", "column packets.later_note",
+	for _, want := range []string{"relation later_ledger", "column later_ledger.id", "column packet_pool.later_note",
 		"relation later_view", "column later_view.one", "function later_fn()"} {
 		if !strings.Contains(got, want+"\n") && !strings.HasSuffix(got, want) {
 			t.Errorf("%q not reported; reported:\n%s", want, got)

@@ -12,7 +12,8 @@ import (
 
 // TestPageQueryUsesPacketsIndex keeps the finding documented at readPage:
 // on 2,000 envelopes of 100 packets each, a page's packets are read through
-// packets_envelope_user_key, never by a sequential scan of packets.
+// packet_pool_envelope_idx and their claims through an index of claims led
+// by the envelope, never by a sequential scan of either.
 func TestPageQueryUsesPacketsIndex(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -30,7 +31,7 @@ func TestPageQueryUsesPacketsIndex(t *testing.T) {
 		    CASE WHEN e % 10 <> 0 AND i <= 50 THEN now() END,
 		    CASE WHEN e % 10 <> 0 AND i > 50 THEN now() END
 		FROM generate_series(1, 2000) e, generate_series(1, 100) i ORDER BY e, i`)
-	d.exec(`ANALYZE envelopes, packets`)
+	d.exec(`ANALYZE envelopes, packet_pool, claims`)
 
 	since := time.Now().Add(-100 * time.Hour)
 	for _, tc := range []struct {
@@ -43,8 +44,12 @@ func TestPageQueryUsesPacketsIndex(t *testing.T) {
 		{"since", dbsqlc.AuditPageSince, []any{int64(0), since, DefaultPageSize}},
 	} {
 		plan := d.explain(tc.query, tc.args...)
-		if strings.Contains(plan, "Seq Scan on packets") || !strings.Contains(plan, "packets_envelope_user_key") {
-			t.Errorf("%s: packets not read through packets_envelope_user_key:\n%s", tc.name, plan)
+		if strings.Contains(plan, "Seq Scan on packet_pool") || !strings.Contains(plan, "packet_pool_envelope_idx") {
+			t.Errorf("%s: packets not read through packet_pool_envelope_idx:\n%s", tc.name, plan)
+		}
+		if strings.Contains(plan, "Seq Scan on claims") ||
+			!strings.Contains(plan, "claims_pkey") && !strings.Contains(plan, "claims_envelope_user_key") {
+			t.Errorf("%s: claims not read through an index led by the envelope:\n%s", tc.name, plan)
 		}
 		if tc.query == dbsqlc.AuditPage && !strings.Contains(plan, "Index Scan using envelopes_pkey") {
 			t.Errorf("%s: page not read through envelopes_pkey:\n%s", tc.name, plan)

@@ -33,7 +33,7 @@ func docQueries(t *testing.T) []string {
 }
 
 // seed fills the ledger like a hundred days of use: 2,000 envelopes of 100
-// packets (200,000 packets), 100 senders, 20,000 users; most envelopes
+// packets (200,000 packets), after a year-old 800,000 unclaimed, 100 senders, 20,000 users; most envelopes
 // settled, some open, some suspended; a few hundred claim conflicts. The
 // example values of docs/dba.md (shop-42, u-1001, envelope 1001) are among
 // them. Then ANALYZE, so the planner knows the sizes.
@@ -60,7 +60,21 @@ func (o *owner) seed() {
 	        CASE WHEN i <= e.claimed_cents / 100 THEN e.created_at + i * interval '1 minute' END,
 	        CASE WHEN i <= e.claimed_cents / 100 THEN 'o' || (e.id * 1000 + i) END,
 	        CASE WHEN i > e.claimed_cents / 100 AND e.status = 'settled' THEN e.settled_at END
-	    FROM envelopes e, generate_series(1, 100) i ORDER BY e.id, i`)
+	    FROM envelopes e, generate_series(1, 100) i
+	    -- As the flusher appends claims: in claim-time order.
+	    ORDER BY e.created_at + i * interval '1 minute', e.id, i`)
+	// And a year before them, 2,000 envelopes of 400 packets that nobody
+	// grabbed, refunded: a ledger with a history, whose packets a query of
+	// recent days must not read whole.
+	o.exec(`INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status,
+	        created_at, expires_at, settled_at, claimed_cents, refunded_cents)
+	    SELECT g, g % 16, 'c' || g, 'shop-' || g % 100, 40000, 400, 'settled',
+	        now() - interval '400 days' + (g % 100) * interval '1 day', now() - interval '399 days' + (g % 100) * interval '1 day',
+	        now() - interval '399 days' + (g % 100) * interval '1 day', 0, 40000
+	    FROM generate_series(3000, 4999) g`)
+	o.exec(`INSERT INTO packet_pool (id, envelope_id, amount_cents, refunded_at)
+	    SELECT e.id * 1000 + i, e.id, 100, e.settled_at
+	    FROM envelopes e, generate_series(1, 400) i WHERE e.id >= 3000 ORDER BY e.id, i`)
 	o.exec(`INSERT INTO claim_conflicts (envelope_id, packet_id, user_id, claimed_at, reason, found_at)
 	    SELECT e.id, e.id * 1000 + 1, 'u-x' || e.id, e.created_at, 'claimed_by_another_user', e.created_at
 	    FROM envelopes e WHERE e.id % 7 = 0`)
@@ -112,7 +126,7 @@ func TestDocQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rolled back on purpose
-	if _, err := tx.Exec(ctx, "DROP INDEX packets_claimed_at_idx"); err != nil {
+	if _, err := tx.Exec(ctx, "DROP INDEX claims_claimed_at_idx"); err != nil {
 		t.Fatal(err)
 	}
 	scans := 0
@@ -122,11 +136,15 @@ func TestDocQueries(t *testing.T) {
 		}
 	}
 	if scans == 0 {
-		t.Errorf("without packets_claimed_at_idx no query of docs/dba.md scans packets: the index serves none")
+		t.Errorf("without claims_claimed_at_idx no query of docs/dba.md scans packets: the index serves none")
 	}
 }
 
-func seqScansPackets(plan string) bool { return strings.Contains(plan, "Seq Scan on packets") }
+// seqScansPackets: the plan reads either table under the packets view
+// whole.
+func seqScansPackets(plan string) bool {
+	return strings.Contains(plan, "Seq Scan on packet_pool") || strings.Contains(plan, "Seq Scan on claims")
+}
 
 // queryer is a connection or a transaction.
 type queryer interface {

@@ -133,8 +133,8 @@ func toClaims(queued []redisstore.QueuedClaim) []pgstore.Claim {
 	claims := make([]pgstore.Claim, len(queued))
 	for i, q := range queued {
 		claims[i] = pgstore.Claim{
-			EnvelopeID: q.EnvelopeID, PacketID: q.PacketID, UserID: q.UserID, ClaimedAt: q.GrabbedAt,
-			OrderNo: q.OrderNo,
+			EnvelopeID: q.EnvelopeID, PacketID: q.PacketID, UserID: q.UserID, AmountCents: q.AmountCents,
+			ClaimedAt: q.GrabbedAt, OrderNo: q.OrderNo,
 		}
 	}
 	return claims

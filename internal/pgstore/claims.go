@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -13,13 +14,16 @@ import (
 
 // Claim is a grab to make durable: user UserID holds packet PacketID of
 // envelope EnvelopeID since ClaimedAt, under order number OrderNo ("" for
-// none).
+// none). AmountCents is the packet's amount as the grab was told it (0:
+// not known, which sends the claim's batch the guarded way); a claim is
+// written with the packet's own amount, never a different one.
 type Claim struct {
-	EnvelopeID int64
-	PacketID   int64
-	UserID     string
-	ClaimedAt  time.Time
-	OrderNo    string
+	EnvelopeID  int64
+	PacketID    int64
+	UserID      string
+	AmountCents int64
+	ClaimedAt   time.Time
+	OrderNo     string
 }
 
 // Conflict is a claim that could not be applied without overwriting a
@@ -46,35 +50,91 @@ type ApplyResult struct {
 // ApplyClaims makes a batch of claims durable in one transaction. Running it
 // again with the same batch changes nothing and reports nothing new.
 //
-// The batch is first sent trusting Redis (dbsqlc ApplyClaims); a batch only a
-// Redis that lost state produces (an order number already in use, a user
-// already holding a packet of the envelope) is refused as a whole by the
-// unique indexes and sent again with the guards that turn such claims into
-// conflicts (ApplyClaimsGuarded).
+// The batch is first appended trusting Redis (appendClaims: COPY, then one
+// statement that checks each claim against its packet and adds them to
+// their envelopes). A batch only a Redis that lost state produces (a packet
+// claimed already, an order number in use, a user already holding a packet
+// of the envelope, a packet refunded or not of the envelope), or a replay
+// after a crash, is refused as a whole and sent again with the guards that
+// skip what is applied and turn the rest into conflicts
+// (ApplyClaimsGuarded).
 func (s *Store) ApplyClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
-	res, err := s.applyClaims(ctx, false, [][]Claim{claims})
-	if isUniqueViolation(err) {
-		res, err = s.applyClaims(ctx, true, [][]Claim{claims})
+	err := errRefused
+	var res ApplyResult
+	if amountsKnown(claims) {
+		res, err = s.appendClaims(ctx, claims)
+	}
+	if errors.Is(err, errRefused) || isUniqueViolation(err) || isCheckViolation(err) {
+		res, err = s.applyClaims(ctx, [][]Claim{claims})
 	}
 	if isUniqueViolation(err) {
 		// Two claims of the batch are by one user in one envelope, or carry
 		// one order number (only possible if Redis lost state): one statement
 		// per claim lets the later one see the earlier and become a conflict.
-		res, err = s.applyClaims(ctx, true, singles(claims))
+		res, err = s.applyClaims(ctx, singles(claims))
 	}
 	return res, err
 }
 
-// applyClaims applies the groups of claims, one statement each (trusting
-// takes a single group), then records the conflicts of the groups that need
-// it, in one transaction. The statements are the query layer's, queued in
-// batches: the planner setting and the claim statements share one round
-// trip, and the conflict statements, when any, one more.
-func (s *Store) applyClaims(ctx context.Context, guarded bool, groups [][]Claim) (ApplyResult, error) {
-	query := dbsqlc.ApplyClaims
-	if guarded {
-		query = dbsqlc.ApplyClaimsGuarded
+// errRefused: a trusted batch held a claim its packet contradicts.
+var errRefused = errors.New("a claim of the batch does not match its packet")
+
+func amountsKnown(claims []Claim) bool {
+	for _, c := range claims {
+		if c.AmountCents <= 0 {
+			return false
+		}
 	}
+	return true
+}
+
+// appendClaims COPYs a batch into claims and adds it to its envelopes
+// (dbsqlc AddClaims), in one transaction that commits only if every claim
+// of the batch matched its packet: errRefused (or the unique indexes', or
+// an envelope's check, error) otherwise, with nothing written. The planner
+// setting and the statement share one round trip after the COPY.
+func (s *Store) appendClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
+	var res ApplyResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = ApplyResult{}
+		if _, err := s.q.WithTx(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
+			return err
+		}
+		p := params(claims)
+		batch := &pgx.Batch{}
+		batch.Queue(dbsqlc.ClaimPlan)
+		amounts := make([]int64, len(claims))
+		for i, c := range claims {
+			amounts[i] = c.AmountCents
+		}
+		queue(batch, dbsqlc.AddClaims, dbsqlc.AddClaimsParams{
+			EnvelopeIds: p.EnvelopeIds, PacketIds: p.PacketIds, Amounts: amounts, ClaimedAts: p.ClaimedAts,
+			OrderNos: p.OrderNos,
+		}).Query(func(rows pgx.Rows) error {
+			applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
+			collectApplied(applied, &res)
+			return err
+		})
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		if res.Applied != len(claims) {
+			return errRefused
+		}
+		return nil
+	})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("append %d claims: %w", len(claims), err)
+	}
+	return res, nil
+}
+
+// applyClaims applies the groups of claims guarded, one statement each,
+// then records the conflicts of the groups that need it, in one
+// transaction. The statements are the query layer's, queued in batches: the
+// planner setting and the claim statements share one round trip, and the
+// conflict statements, when any, one more.
+func (s *Store) applyClaims(ctx context.Context, groups [][]Claim) (ApplyResult, error) {
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = ApplyResult{}
@@ -82,9 +142,13 @@ func (s *Store) applyClaims(ctx context.Context, guarded bool, groups [][]Claim)
 		batch := &pgx.Batch{}
 		batch.Queue(dbsqlc.ClaimPlan)
 		for i, g := range groups {
-			queue(batch, query, params(g)).Query(func(rows pgx.Rows) error {
-				applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.ApplyClaimsRow])
-				n, noOrder := collectApplied(applied, &res)
+			queue(batch, dbsqlc.ApplyClaimsGuarded, params(g)).Query(func(rows pgx.Rows) error {
+				applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.ApplyClaimsGuardedRow])
+				converted := make([]dbsqlc.AddClaimsRow, len(applied))
+				for j, r := range applied {
+					converted[j] = dbsqlc.AddClaimsRow(r)
+				}
+				n, noOrder := collectApplied(converted, &res)
 				clean[i] = n == len(g) && noOrder == 0
 				return err
 			})
@@ -96,8 +160,7 @@ func (s *Store) applyClaims(ctx context.Context, guarded bool, groups [][]Claim)
 		// no conflict: only the others (replays after a crash, and claims
 		// PostgreSQL contradicts) need the second statement. It runs after
 		// the events were written, so it holds their position lock one round
-		// trip longer; the order of positions does not depend on that, and
-		// the normal path stays one round trip.
+		// trip longer; the order of positions does not depend on that.
 		batch = &pgx.Batch{}
 		for i, g := range groups {
 			if !clean[i] {
@@ -133,7 +196,7 @@ func queue(b *pgx.Batch, query string, params any) *pgx.QueuedQuery {
 
 // collectApplied adds a statement's applied claims to res and returns how
 // many it applied and how many of those went without their order number.
-func collectApplied(rows []dbsqlc.ApplyClaimsRow, res *ApplyResult) (applied, noOrder int) {
+func collectApplied(rows []dbsqlc.AddClaimsRow, res *ApplyResult) (applied, noOrder int) {
 	for _, r := range rows {
 		applied += int(r.N)
 		noOrder += int(r.NoOrder)
@@ -158,10 +221,23 @@ func collectConflicts(rows []dbsqlc.RecordConflictsRow, res *ApplyResult) {
 	}
 }
 
-// params lays a group of claims out as the claim statements take them: one
-// array per column.
-func params(claims []Claim) dbsqlc.ApplyClaimsParams {
-	p := dbsqlc.ApplyClaimsParams{
+// copyRows lays a batch out as CopyClaims takes it: one row per claim.
+func copyRows(claims []Claim) []dbsqlc.CopyClaimsParams {
+	rows := make([]dbsqlc.CopyClaimsParams, len(claims))
+	for i, c := range claims {
+		rows[i] = dbsqlc.CopyClaimsParams{EnvelopeID: c.EnvelopeID, PacketID: c.PacketID, UserID: c.UserID,
+			AmountCents: c.AmountCents, ClaimedAt: c.ClaimedAt}
+		if c.OrderNo != "" {
+			rows[i].OrderNo = &claims[i].OrderNo
+		}
+	}
+	return rows
+}
+
+// params lays a group of claims out as the guarded statements take them:
+// one array per column.
+func params(claims []Claim) dbsqlc.ApplyClaimsGuardedParams {
+	p := dbsqlc.ApplyClaimsGuardedParams{
 		EnvelopeIds: make([]int64, len(claims)),
 		PacketIds:   make([]int64, len(claims)),
 		UserIds:     make([]string, len(claims)),

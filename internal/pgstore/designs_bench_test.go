@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/pgstore"
 )
 
@@ -20,17 +19,10 @@ import (
 // many claim-shaped rows. Nothing of the prototypes ships: their tables live
 // only in the benchmark's database, to tell what a redesign would gain.
 //
-//   - update: the shipped ApplyClaims (a claim rewrites its packet row; an
-//     event row per claim).
-//   - update-no-claim-events: the shipped statement writing no
-//     packet.claimed rows (an envelope's sold-out event still is): what
-//     claim events read from the claimed packets would gain the shipped
-//     design.
-//   - update-claim-positions: the same, each claimed packet carrying its
-//     event position under a unique index (protoPositioned), the feed's
-//     way to read claim events in order; in a database of its own.
-//   - update-claim-positions-unindexed: the same without the index, to
-//     tell the index's cost from the statement's.
+//   - shipped: the shipped ApplyClaims (claims COPYed and checked against
+//     their packets, an event row per claim). The designs below were its
+//     prototypes; the figures of the update design it replaced, and of
+//     positions on the packet rows, are in BENCHMARKS.md.
 //   - append-guarded[+events]: INSERT ... SELECT FROM unnest ... ON
 //     CONFLICT DO NOTHING into a claims table with the indexes the claimed
 //     packet row has today (primary key, unique (envelope_id, user_id),
@@ -75,9 +67,6 @@ import (
 func BenchmarkClaimDesigns(b *testing.B) {
 	const perRound, batchSize = 100_000, 2_000
 	s, pool := newStore(b)
-	// The positions prototypes change packets: databases of their own.
-	s2, pool2 := newStore(b)
-	s3, pool3 := newStore(b)
 	ctx := b.Context()
 	for _, q := range protoSchema {
 		if _, err := pool.Exec(ctx, q); err != nil {
@@ -88,13 +77,10 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		name  string
 		apply func(context.Context, []pgstore.Claim) (int, error)
 	}{
-		{"update", func(ctx context.Context, c []pgstore.Claim) (int, error) {
+		{"shipped", func(ctx context.Context, c []pgstore.Claim) (int, error) {
 			res, err := s.ApplyClaims(ctx, c)
 			return res.Applied, err
 		}},
-		{"update-no-claim-events", protoUpdate(b, pool)},
-		{"update-claim-positions", protoPositioned(b, pool2, true)},
-		{"update-claim-positions-unindexed", protoPositioned(b, pool3, false)},
 		{"append-guarded+events", protoDesign(pool, "proto_claims_ge", true, true)},
 		{"append-guarded", protoDesign(pool, "proto_claims_g", true, false)},
 		{"append-trusting+events", protoDesign(pool, "proto_claims_te", false, true)},
@@ -124,16 +110,9 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		for d, design := range designs {
 			env++
 			first := env * 10_000_000
-			if strings.HasPrefix(design.name, "update") {
-				store := s
-				switch design.name {
-				case "update-claim-positions":
-					store = s2
-				case "update-claim-positions-unindexed":
-					store = s3
-				}
-				insert(b, store, env, first, amountsOf(perRound), t0)
-				if _, err := store.MarkLoaded(ctx, env); err != nil {
+			if design.name == "shipped" {
+				insert(b, s, env, first, amountsOf(perRound), t0)
+				if _, err := s.MarkLoaded(ctx, env); err != nil {
 					b.Fatal(err)
 				}
 			} else {
@@ -144,7 +123,7 @@ func BenchmarkClaimDesigns(b *testing.B) {
 				batch := make([]pgstore.Claim, batchSize)
 				for i := range batch {
 					p := first + int64(from+i)
-					batch[i] = claim(env, p, "u"+strconv.FormatInt(p, 10))
+					batch[i] = benchClaim(env, p, "u"+strconv.FormatInt(p, 10))
 					batch[i].OrderNo = strconv.FormatInt(20261127_0000000000+p, 10)
 				}
 				n, err := design.apply(ctx, batch)
@@ -156,8 +135,6 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		}
 		copied += copyReference(b, pool, round, perRound)
 	}
-	checkPositions(b, pool2)
-	checkPositions(b, pool3)
 	brinPage, btreePage, shippedPage := feedPages(b, pool, 200)
 	b.ReportMetric(float64(brinPage.Microseconds()), "feed-page-brin-us")
 	b.ReportMetric(float64(btreePage.Microseconds()), "feed-page-btree-us")
@@ -262,23 +239,6 @@ func copyReference(b *testing.B, pool *pgxpool.Pool, round, n int) time.Duration
 		b.Fatal(err)
 	}
 	return time.Since(start)
-}
-
-// protoUpdate is the shipped claim statement without its packet.claimed
-// rows: their branch of new_events selects nothing. It returns the claims
-// applied.
-func protoUpdate(b *testing.B, pool *pgxpool.Pool) func(context.Context, []pgstore.Claim) (int, error) {
-	statement := dbsqlc.ApplyClaims
-	for _, r := range [][2]string{
-		{"FROM applied a\n    UNION ALL", "FROM applied a WHERE false\n    UNION ALL"},
-		{"SELECT id, n, no_order, sold_out FROM changed", "SELECT coalesce(sum(n), 0)::int FROM changed"},
-	} {
-		if !strings.Contains(statement, r[0]) {
-			b.Fatalf("the claim statement has no %q: update the prototype", r[0])
-		}
-		statement = strings.Replace(statement, r[0], r[1], 1)
-	}
-	return func(ctx context.Context, c []pgstore.Claim) (int, error) { return protoRun(ctx, pool, statement, c) }
 }
 
 // protoDesign is an append design writing into table: guarded (ON CONFLICT
@@ -429,11 +389,6 @@ const protoAppend = protoInput + `, applied AS (
     FROM totals t WHERE e.id = t.envelope_id
 )
 `
-
-// protoAddSumsTo is protoAddSums for the envelopes of table.
-func protoAddSumsTo(table string) string {
-	return strings.Replace(protoAddSums, "UPDATE proto_envelopes e", "UPDATE "+table+" e", 1)
-}
 
 // protoAddSums adds each envelope's claimed cents (t.cents) and keeps its
 // best (t.best_id, t.best_cents), for a FROM naming the totals t.

@@ -9,6 +9,7 @@ import (
 // PostgreSQL error codes this package reacts to (Appendix A of the manual).
 const (
 	codeUniqueViolation = "23505"
+	codeCheckViolation  = "23514"
 	codeUndefinedTable  = "42P01"
 )
 
@@ -18,6 +19,7 @@ func hasCode(err error, code string) bool {
 }
 
 func isUniqueViolation(err error) bool { return hasCode(err, codeUniqueViolation) }
+func isCheckViolation(err error) bool  { return hasCode(err, codeCheckViolation) }
 func isUndefinedTable(err error) bool  { return hasCode(err, codeUndefinedTable) }
 
 // hasConstraint reports a unique violation of the named constraint.

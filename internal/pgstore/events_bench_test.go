@@ -61,7 +61,7 @@ type batches struct {
 
 func newBatches(b *testing.B, s *pgstore.Store) *batches {
 	return &batches{b: b, s: s, amounts: amountsOf(perEnvelope), used: perEnvelope, claimOf: func(env, p int64) pgstore.Claim {
-		return claim(env, p, "u"+strconv.FormatInt(p, 10))
+		return benchClaim(env, p, "u"+strconv.FormatInt(p, 10))
 	}}
 }
 

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -35,25 +36,62 @@ func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-// ApplyClaimsWithoutEvents applies a batch with the claims statement cut
-// before its events, as it was before the outbox: a same-run reference for
+// ApplyClaimsWithoutEvents appends a batch as ApplyClaims does, with the
+// statement after the COPY cut before its events: a same-run reference for
 // what writing the events costs. It returns how many claims it applied.
 func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (int, error) {
-	stmt := dbsqlc.ApplyClaims[:strings.Index(dbsqlc.ApplyClaims, "), new_events AS (")] +
+	stmt := dbsqlc.AddClaims[:strings.Index(dbsqlc.AddClaims, "), new_events AS (")] +
 		")\nSELECT id, n, no_order, sold_out FROM changed"
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := dbsqlc.New(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
+			return err
+		}
 		if err := dbsqlc.New(tx).ClaimPlan(ctx); err != nil {
 			return err
 		}
 		p := params(claims)
-		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, p.UserIds, p.ClaimedAts, p.OrderNos)
+		amounts := make([]int64, len(claims))
+		for i, c := range claims {
+			amounts[i] = c.AmountCents
+		}
+		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, amounts, p.ClaimedAts, p.OrderNos)
 		if err != nil {
 			return err
 		}
-		applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.ApplyClaimsRow])
+		applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
 		collectApplied(applied, &res)
 		return err
 	})
 	return res.Applied, err
+}
+
+// WithAmounts returns claims with each one's AmountCents set to its
+// packet's amount, as the grab would have told it (left 0 for a packet that
+// does not exist).
+func (s *Store) WithAmounts(ctx context.Context, claims []Claim) []Claim {
+	out := slices.Clone(claims)
+	ids := make([]int64, len(out))
+	for i, c := range out {
+		ids[i] = c.PacketID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, amount_cents FROM packet_pool WHERE id = ANY($1)`, ids)
+	if err != nil {
+		panic(err)
+	}
+	amounts := map[int64]int64{}
+	for rows.Next() {
+		var id, a int64
+		if err := rows.Scan(&id, &a); err != nil {
+			panic(err)
+		}
+		amounts[id] = a
+	}
+	if rows.Err() != nil {
+		panic(rows.Err())
+	}
+	for i := range out {
+		out[i].AmountCents = amounts[out[i].PacketID]
+	}
+	return out
 }

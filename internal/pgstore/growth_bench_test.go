@@ -327,8 +327,9 @@ func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger, s *pgs
 		l.claimCount++
 		return pgstore.Claim{
 			EnvelopeID: env, PacketID: p, UserID: "user-" + strconv.FormatInt(p%growthUsers*2654435761%growthUsers, 10),
-			ClaimedAt: t0.AddDate(0, 0, 2).Add(time.Duration(l.claimCount) * time.Millisecond),
-			OrderNo:   fmt.Sprintf("20310101%010d", l.claimCount),
+			AmountCents: benchAmount(env, p),
+			ClaimedAt:   t0.AddDate(0, 0, 2).Add(time.Duration(l.claimCount) * time.Millisecond),
+			OrderNo:     fmt.Sprintf("20310101%010d", l.claimCount),
 		}
 	}
 	if l.size > 0 {
@@ -384,7 +385,7 @@ func seedLedger(ctx context.Context, b *testing.B, n int64) *growthLedger {
 	indexed := time.Now()
 	// The checkpoint writes the load out before anything is measured, so
 	// that no operation shares the disk with it.
-	growthExec(ctx, b, conn, "VACUUM ANALYZE packets", "VACUUM ANALYZE envelopes", "VACUUM ANALYZE split_commitments", "CHECKPOINT")
+	growthExec(ctx, b, conn, "VACUUM ANALYZE packet_pool", "VACUUM ANALYZE claims", "VACUUM ANALYZE envelopes", "VACUUM ANALYZE split_commitments", "CHECKPOINT")
 	b.Logf("ledger of %d packets: rows %s, indexes %s, vacuum %s", n, loaded.Sub(start).Round(time.Second),
 		indexed.Sub(loaded).Round(time.Second), time.Since(indexed).Round(time.Second))
 	l := &growthLedger{s: pgstore.New(pool), size: n, url: url, pool: pool, big: big}
@@ -409,7 +410,7 @@ func schemaOf(ctx context.Context, b *testing.B, conn *pgx.Conn) string {
 	return s
 }
 
-// dropSecondaryIndexes drops every index of packets and envelopes but their
+// dropSecondaryIndexes drops every index of packet_pool, claims and envelopes but their
 // primary keys (written in key order by the load, cheaply) and returns the
 // statements that make them again as the migrations left them, comments
 // included: building an index once is several times faster than loading
@@ -425,7 +426,7 @@ func dropSecondaryIndexes(ctx context.Context, b *testing.B, conn *pgx.Conn) []s
 		     ELSE format('COMMENT ON CONSTRAINT %I ON %s IS %L', c.conname, i.indrelid::regclass, obj_description(c.oid, 'pg_constraint')) END
 		FROM pg_index i
 		LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.conrelid = i.indrelid AND c.contype IN ('u', 'x')
-		WHERE i.indrelid IN ('packets'::regclass, 'envelopes'::regclass) AND NOT i.indisprimary`)
+		WHERE i.indrelid IN ('packet_pool'::regclass, 'claims'::regclass, 'envelopes'::regclass) AND NOT i.indisprimary`)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -479,22 +480,22 @@ const growthChunkSQL = `WITH g AS (
 	FROM generate_series($1::bigint, $2::bigint) e
 ), c AS MATERIALIZED (
 	SELECT e, big, probe, created, CASE WHEN big THEN 20000 WHEN probe THEN 10 ELSE 5 + e * 7 % 11 END AS cnt FROM g
-), p AS (
-	INSERT INTO packets (id, envelope_id, amount_cents, claimed_by, claimed_at, order_no, refunded_at)
-	SELECT x.id, c.e, 1 + x.id * 31 % 97,
-	       CASE WHEN x.refunded THEN NULL WHEN c.probe AND k = 0 THEN 'probe-user'
-	            ELSE 'user-' || (x.id % 1000003 * 2654435761 % 1000003) END,
-	       CASE WHEN NOT x.refunded THEN x.at END,
-	       CASE WHEN NOT x.refunded THEN to_char(x.at, 'YYYYMMDD') || lpad(x.id::text, 10, '0') END,
-	       CASE WHEN x.refunded THEN c.created + interval '1 day 1 minute' END
+), r AS MATERIALIZED (
+	SELECT x.id, c.e, 1 + x.id * 31 % 97 AS amount, x.refunded, x.at, c.created,
+	       CASE WHEN c.probe AND k = 0 THEN 'probe-user' ELSE 'user-' || (x.id % 1000003 * 2654435761 % 1000003) END AS user_id
 	FROM c CROSS JOIN LATERAL generate_series(0, c.cnt - 1) k
 	CROSS JOIN LATERAL (SELECT c.e * 16 + k AS id, c.created + (k + 1) * interval '1 second' AS at,
 	                           NOT c.big AND NOT c.probe AND c.e % 4 = 0 AND k = c.cnt - 1 AS refunded) x
-	RETURNING envelope_id, amount_cents, claimed_by IS NOT NULL AS claimed
+), pp AS (
+	INSERT INTO packet_pool (id, envelope_id, amount_cents, refunded_at)
+	SELECT r.id, r.e, r.amount, CASE WHEN r.refunded THEN r.created + interval '1 day 1 minute' END FROM r
+), cc AS (
+	INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
+	SELECT r.e, r.id, r.user_id, r.amount, r.at, to_char(r.at, 'YYYYMMDD') || lpad(r.id::text, 10, '0') FROM r WHERE NOT r.refunded
 ), t AS (
-	SELECT envelope_id, sum(amount_cents)::bigint AS total, count(*)::int AS n,
-	       coalesce(sum(amount_cents) FILTER (WHERE claimed), 0)::bigint AS claimed
-	FROM p GROUP BY envelope_id
+	SELECT r.e AS envelope_id, sum(r.amount)::bigint AS total, count(*)::int AS n,
+	       coalesce(sum(r.amount) FILTER (WHERE NOT r.refunded), 0)::bigint AS claimed
+	FROM r GROUP BY r.e
 )
 INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at,
                        settled_at, claimed_cents, refunded_cents)

@@ -57,8 +57,21 @@ func open(t testing.TB, s *pgstore.Store, id, firstPacket int64, amounts []int64
 	return f
 }
 
+// claim is a claim whose amount the grab did not tell (apply fills it in
+// from the packet, as Redis would have).
 func claim(env, packet int64, user string) pgstore.Claim {
 	return pgstore.Claim{EnvelopeID: env, PacketID: packet, UserID: user, ClaimedAt: t0.Add(time.Duration(packet) * time.Millisecond)}
+}
+
+// benchAmount is the amount amountsOf gave packet p of the benchmarks'
+// envelope env, whose first packet is env*10,000,000.
+func benchAmount(env, p int64) int64 { return 1 + (p-env*10_000_000)%97 }
+
+// benchClaim is claim with its amount, for the benchmarks' envelopes.
+func benchClaim(env, p int64, user string) pgstore.Claim {
+	c := claim(env, p, user)
+	c.AmountCents = benchAmount(env, p)
+	return c
 }
 
 func readEnvelope(t testing.TB, s *pgstore.Store, id int64) pgstore.Envelope {

@@ -179,7 +179,7 @@ func (s *Store) Close(ctx context.Context, id int64, now time.Time) (changed boo
 }
 
 // ClaimedCount counts an envelope's claimed packets (index-only on the
-// (envelope_id, claimed_by) key).
+// claims' primary key).
 func (s *Store) ClaimedCount(ctx context.Context, envelopeID int64) (int64, error) {
 	n, err := s.q.ClaimedCount(ctx, envelopeID)
 	if err != nil {

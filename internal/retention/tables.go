@@ -19,6 +19,10 @@ type table struct {
 	name string
 	copy string // a RetentionCopy statement of the query layer
 	sums []sum
+	// holds names the tables whose rows the file holds when name is a
+	// view over them: a DBA loads the file back into the view (COPY packets
+	// FROM ...), whose trigger writes them.
+	holds []string
 }
 
 func (t table) file() string { return t.name + ".tsv" }
@@ -29,14 +33,14 @@ func (t table) file() string { return t.name + ".tsv" }
 // own (IDEMPOTENCY_TTL), and until then a repeated create must still find it.
 var tables = []table{
 	{"envelopes", dbsqlc.RetentionCopyEnvelopes, []sum{
-		{"total_cents", "total_cents", ""}, {"claimed_cents", "claimed_cents", ""}, {"refunded_cents", "refunded_cents", ""}}},
+		{"total_cents", "total_cents", ""}, {"claimed_cents", "claimed_cents", ""}, {"refunded_cents", "refunded_cents", ""}}, nil},
 	{"packets", dbsqlc.RetentionCopyPackets, []sum{
 		{"amount_cents", "amount_cents", ""}, {"claimed_cents", "amount_cents", "claimed_by"},
-		{"refunded_cents", "amount_cents", "refunded_at"}}},
-	{"envelope_recipients", dbsqlc.RetentionCopyRecipients, nil},
-	{"split_commitments", dbsqlc.RetentionCopyCommitments, nil},
-	{"events", dbsqlc.RetentionCopyEvents, nil},
-	{"claim_conflicts", dbsqlc.RetentionCopyConflicts, nil},
+		{"refunded_cents", "amount_cents", "refunded_at"}}, []string{"packet_pool", "claims"}},
+	{"envelope_recipients", dbsqlc.RetentionCopyRecipients, nil, nil},
+	{"split_commitments", dbsqlc.RetentionCopyCommitments, nil, nil},
+	{"events", dbsqlc.RetentionCopyEvents, nil, nil},
+	{"claim_conflicts", dbsqlc.RetentionCopyConflicts, nil, nil},
 }
 
 // readColumns reads each table's columns in the order COPY writes them.

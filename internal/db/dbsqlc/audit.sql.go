@@ -283,10 +283,9 @@ func (q *Queries) AuditPageSince(ctx context.Context, arg AuditPageSinceParams) 
 }
 
 const SettledClaims = `-- name: SettledClaims :many
-SELECT envelope_id, claimed_by::text AS user_id, id AS packet_id, amount_cents,
-       coalesce(order_no, '')::text AS order_no
-FROM packets
-WHERE envelope_id = ANY($1::bigint[]) AND claimed_by IS NOT NULL
+SELECT c.envelope_id, c.user_id, c.packet_id, c.amount_cents, coalesce(c.order_no, '')::text AS order_no
+FROM claims c
+WHERE c.envelope_id = ANY($1::bigint[])
 `
 
 type SettledClaimsRow struct {
@@ -297,9 +296,9 @@ type SettledClaimsRow struct {
 	OrderNo     string
 }
 
-// SettledClaims reads the claims PostgreSQL holds for the envelopes, by
-// envelope and user: through packets_envelope_user_key, one index range per
-// envelope. An order number it does not hold reads as "".
+// SettledClaims reads the claims PostgreSQL holds for the envelopes: one
+// range of the claims' primary key per envelope. An order number it does
+// not hold reads as "".
 func (q *Queries) SettledClaims(ctx context.Context, envelopeIds []int64) ([]SettledClaimsRow, error) {
 	rows, err := q.db.Query(ctx, SettledClaims, envelopeIds)
 	if err != nil {

@@ -10,22 +10,18 @@ import (
 	"time"
 )
 
-const ApplyClaims = `-- name: ApplyClaims :many
+const AddClaims = `-- name: AddClaims :many
 WITH input AS (
-    SELECT envelope_id, packet_id, user_id, claimed_at, nullif(order_no, '') AS order_no
-    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::text[]),
+    SELECT envelope_id, packet_id, amount_cents, claimed_at, nullif(order_no, '') AS order_no
+    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::bigint[]),
                     unnest($4::timestamptz[]), unnest($5::text[]))
-        AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
+        AS t(envelope_id, packet_id, amount_cents, claimed_at, order_no)
 ), applied AS (
-    UPDATE packets p
-    SET claimed_by = i.user_id, claimed_at = i.claimed_at, order_no = i.order_no
-    FROM input i
-    WHERE p.id = i.packet_id
-      -- Wrapped so no index can serve it: the packet must be found by its
-      -- id, one claim at a time, whatever the statistics say about how
-      -- many packets are unclaimed.
-      AND (p.envelope_id = i.envelope_id AND p.claimed_by IS NULL AND p.refunded_at IS NULL) IS TRUE
-    RETURNING p.id, p.envelope_id, p.amount_cents, p.claimed_at, p.order_no
+    SELECT p.id, p.envelope_id, p.amount_cents, i.claimed_at, i.order_no
+    FROM input i JOIN packet_pool p ON p.id = i.packet_id
+    -- Wrapped so no index can serve it: the packet must be found by its
+    -- id, one claim at a time, whatever the statistics say.
+    WHERE (p.envelope_id = i.envelope_id AND p.amount_cents = i.amount_cents AND p.refunded_at IS NULL) IS TRUE
 ), totals AS (
     -- One row per envelope: its sums, and its best claim of the batch (the
     -- first in the window's order), from one sort and no join.
@@ -67,48 +63,47 @@ WITH input AS (
 SELECT id, n, no_order, sold_out FROM changed
 `
 
-type ApplyClaimsParams struct {
+type AddClaimsParams struct {
 	EnvelopeIds []int64
 	PacketIds   []int64
-	UserIds     []string
+	Amounts     []int64
 	ClaimedAts  []time.Time
 	OrderNos    []string
 }
 
-type ApplyClaimsRow struct {
+type AddClaimsRow struct {
 	ID      int64
 	N       int64
 	NoOrder int64
 	SoldOut bool
 }
 
-// ApplyClaims marks packets claimed and keeps envelopes.claimed_cents in
-// step, in one statement, trusting the batch: it has no guard against an
-// order number already in use or a user already holding a packet of the
-// envelope (see ApplyClaimsGuarded, which is this statement with the guards).
-// Such a batch, which only a Redis that lost state produces, is refused as a
-// whole by the unique indexes, and the caller sends it again, guarded: each
-// guard costs an index probe per claim, about a fifth of the statement.
+// AddClaims adds the claims CopyClaims appended to their envelopes'
+// claimed cents, in one statement, and writes their events. Each claim is
+// checked against its packet (one primary-key probe, nothing written): the
+// claims whose packet exists, belongs to their envelope, has their amount
+// and was not refunded are the applied ones, and the caller refuses the batch (rolls
+// it back and sends it guarded) unless all of them are. A refund that
+// commits while the batch waits for an envelope's row makes the envelope's
+// cents exceed its total, which its check refuses.
 //
-// It is idempotent: a packet already claimed (by the same user, from an
-// earlier attempt of this batch, or by anyone else) is left alone. An
-// envelope whose claimed cents reach its total is sold out: every packet is
-// at least 1 cent, so that happens exactly when all are claimed. The
-// envelope's luckiest grab (best_packet_id) moves to the batch's best claim
-// when that is larger, or as large and handed out earlier (a higher id).
+// An envelope whose claimed cents reach its total is sold out: every
+// packet is at least 1 cent, so that happens exactly when all are claimed.
+// The envelope's luckiest grab (best_packet_id) moves to the batch's best
+// claim when that is larger, or as large and handed out earlier (a higher
+// id).
 //
-// The same statement writes the events of what it changed: one
-// packet.claimed per packet it claimed (the applied rows, so a replay of a
-// committed batch writes none; the event names the packet, whose row holds
-// the claim) and one envelope.sold_out per envelope it made sold out, in
-// grab order. It returns one row per envelope it changed: the claims applied
-// (n), those applied without their order number (no_order), and whether it
-// is now sold out.
-func (q *Queries) ApplyClaims(ctx context.Context, arg ApplyClaimsParams) ([]ApplyClaimsRow, error) {
-	rows, err := q.db.Query(ctx, ApplyClaims,
+// The same statement writes the events of what it applied: one
+// packet.claimed per claim (the event names the packet; the packets view
+// holds the claim) and one envelope.sold_out per envelope it made sold
+// out, in grab order. It returns one row per envelope it changed: the
+// claims applied (n), those without their order number (no_order), and
+// whether it is now sold out.
+func (q *Queries) AddClaims(ctx context.Context, arg AddClaimsParams) ([]AddClaimsRow, error) {
+	rows, err := q.db.Query(ctx, AddClaims,
 		arg.EnvelopeIds,
 		arg.PacketIds,
-		arg.UserIds,
+		arg.Amounts,
 		arg.ClaimedAts,
 		arg.OrderNos,
 	)
@@ -116,9 +111,9 @@ func (q *Queries) ApplyClaims(ctx context.Context, arg ApplyClaimsParams) ([]App
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ApplyClaimsRow
+	var items []AddClaimsRow
 	for rows.Next() {
-		var i ApplyClaimsRow
+		var i AddClaimsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.N,
@@ -141,17 +136,17 @@ WITH input AS (
     FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::text[]),
                     unnest($4::timestamptz[]), unnest($5::text[]))
         AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
+), inserted AS (
+    INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
+    SELECT i.envelope_id, i.packet_id, i.user_id, p.amount_cents, i.claimed_at,
+           CASE WHEN EXISTS (SELECT 1 FROM claims o WHERE o.order_no = i.order_no) THEN NULL ELSE i.order_no END
+    FROM input i JOIN packet_pool p ON p.id = i.packet_id
+    WHERE (p.envelope_id = i.envelope_id AND p.refunded_at IS NULL) IS TRUE
+      AND NOT EXISTS (SELECT 1 FROM claims q WHERE q.envelope_id = i.envelope_id AND q.user_id = i.user_id)
+    ON CONFLICT (envelope_id, packet_id) DO NOTHING
+    RETURNING packet_id AS id, envelope_id, amount_cents, claimed_at, order_no
 ), applied AS (
-    UPDATE packets p
-    SET claimed_by = i.user_id, claimed_at = i.claimed_at,
-        order_no = CASE WHEN EXISTS (SELECT 1 FROM packets o WHERE o.order_no = i.order_no)
-                        THEN NULL ELSE i.order_no END
-    FROM input i
-    WHERE p.id = i.packet_id
-      AND (p.envelope_id = i.envelope_id AND p.claimed_by IS NULL AND p.refunded_at IS NULL) IS TRUE
-      AND NOT EXISTS (SELECT 1 FROM packets q
-                      WHERE q.envelope_id = i.envelope_id AND q.claimed_by = i.user_id)
-    RETURNING p.id, p.envelope_id, p.amount_cents, p.claimed_at, p.order_no
+    SELECT id, envelope_id, amount_cents, claimed_at, order_no FROM inserted
 ), totals AS (
     -- One row per envelope: its sums, and its best claim of the batch (the
     -- first in the window's order), from one sort and no join.
@@ -208,11 +203,17 @@ type ApplyClaimsGuardedRow struct {
 	SoldOut bool
 }
 
-// ApplyClaimsGuarded is ApplyClaims with its two guards: an order number
-// some other packet already carries (possible only if Redis lost its day
-// counter) is not written, the claim still counts, its order_no stays NULL
-// and RecordConflicts reports it; a claim by a user who already holds a
-// packet of the envelope is left alone.
+// ApplyClaimsGuarded appends the claims of a batch CopyClaims could not,
+// each guarded: a claim of a packet that does not exist, belongs to another
+// envelope, was refunded or is claimed already (by anyone: a replay of a
+// committed batch changes nothing), or by a user who already holds a
+// packet of the envelope, is left out; an order number another claim
+// already carries (possible only if Redis lost its day counter) is not
+// written, the claim still counts, its order_no stays NULL and
+// RecordConflicts reports it. Two claims of the batch by one user in one
+// envelope, or with one order number, still violate the unique indexes:
+// the caller then sends the claims one statement each. It adds what it
+// applied to the envelopes and writes their events as AddClaims does.
 func (q *Queries) ApplyClaimsGuarded(ctx context.Context, arg ApplyClaimsGuardedParams) ([]ApplyClaimsGuardedRow, error) {
 	rows, err := q.db.Query(ctx, ApplyClaimsGuarded,
 		arg.EnvelopeIds,
@@ -263,6 +264,15 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_mergejoin',
 func (q *Queries) ClaimPlan(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, ClaimPlan)
 	return err
+}
+
+type CopyClaimsParams struct {
+	EnvelopeID  int64
+	PacketID    int64
+	UserID      string
+	AmountCents int64
+	ClaimedAt   time.Time
+	OrderNo     *string
 }
 
 const RecordConflicts = `-- name: RecordConflicts :many

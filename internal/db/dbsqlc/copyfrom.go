@@ -9,6 +9,49 @@ import (
 	"context"
 )
 
+// iteratorForCopyClaims implements pgx.CopyFromSource.
+type iteratorForCopyClaims struct {
+	rows                 []CopyClaimsParams
+	skippedFirstNextCall bool
+}
+
+func (r *iteratorForCopyClaims) Next() bool {
+	if len(r.rows) == 0 {
+		return false
+	}
+	if !r.skippedFirstNextCall {
+		r.skippedFirstNextCall = true
+		return true
+	}
+	r.rows = r.rows[1:]
+	return len(r.rows) > 0
+}
+
+func (r iteratorForCopyClaims) Values() ([]interface{}, error) {
+	return []interface{}{
+		r.rows[0].EnvelopeID,
+		r.rows[0].PacketID,
+		r.rows[0].UserID,
+		r.rows[0].AmountCents,
+		r.rows[0].ClaimedAt,
+		r.rows[0].OrderNo,
+	}, nil
+}
+
+func (r iteratorForCopyClaims) Err() error {
+	return nil
+}
+
+// CopyClaims appends a batch of claims with COPY, trusting it: AddClaims,
+// in the same transaction, checks it against the packets and adds it to
+// the envelopes. A batch only a Redis that lost state produces (a packet
+// already claimed, an order number in use, a user already holding a packet
+// of the envelope), or a replay after a crash, is refused as a whole by the
+// unique indexes, and the caller sends it again with ApplyClaimsGuarded.
+func (q *Queries) CopyClaims(ctx context.Context, arg []CopyClaimsParams) (int64, error) {
+	return q.db.CopyFrom(ctx, []string{"claims"}, []string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no"}, &iteratorForCopyClaims{rows: arg})
+}
+
 // iteratorForInsertPackets implements pgx.CopyFromSource.
 type iteratorForInsertPackets struct {
 	rows                 []InsertPacketsParams
@@ -41,5 +84,5 @@ func (r iteratorForInsertPackets) Err() error {
 
 // InsertPackets writes an envelope's packets with COPY.
 func (q *Queries) InsertPackets(ctx context.Context, arg []InsertPacketsParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"packets"}, []string{"id", "envelope_id", "amount_cents"}, &iteratorForInsertPackets{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"packet_pool"}, []string{"id", "envelope_id", "amount_cents"}, &iteratorForInsertPackets{rows: arg})
 }

@@ -45,11 +45,11 @@ func (q *Queries) ClaimedCents(ctx context.Context, ids []int64) ([]ClaimedCents
 }
 
 const ClaimedCount = `-- name: ClaimedCount :one
-SELECT count(*) FROM packets WHERE envelope_id = $1 AND claimed_by IS NOT NULL
+SELECT count(*) FROM claims WHERE envelope_id = $1
 `
 
 // ClaimedCount counts an envelope's claimed packets (index-only on the
-// (envelope_id, claimed_by) key).
+// claims' primary key).
 func (q *Queries) ClaimedCount(ctx context.Context, envelopeID int64) (int64, error) {
 	row := q.db.QueryRow(ctx, ClaimedCount, envelopeID)
 	var count int64
@@ -394,9 +394,10 @@ func (q *Queries) Recipients(ctx context.Context, envelopeID int64) ([]string, e
 }
 
 const UnclaimedPackets = `-- name: UnclaimedPackets :many
-SELECT id, amount_cents FROM packets
-WHERE envelope_id = $1 AND claimed_by IS NULL AND refunded_at IS NULL
-ORDER BY id
+SELECT p.id, p.amount_cents FROM packet_pool p
+WHERE p.envelope_id = $1 AND p.refunded_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.envelope_id = p.envelope_id AND c.packet_id = p.id)
+ORDER BY p.id
 `
 
 type UnclaimedPacketsRow struct {

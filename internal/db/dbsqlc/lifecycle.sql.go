@@ -43,10 +43,10 @@ func (q *Queries) Epochs(ctx context.Context) ([]EpochsRow, error) {
 }
 
 const HeldClaims = `-- name: HeldClaims :many
-SELECT claimed_by::text AS user_id, id AS packet_id, amount_cents, claimed_at::timestamptz AS claimed_at,
-       coalesce(order_no, '')::text AS order_no
-FROM packets WHERE envelope_id = $1 AND claimed_by IS NOT NULL
-ORDER BY id
+SELECT c.user_id, c.packet_id, c.amount_cents, c.claimed_at, coalesce(c.order_no, '')::text AS order_no
+FROM claims c
+WHERE c.envelope_id = $1
+ORDER BY c.packet_id
 `
 
 type HeldClaimsRow struct {
@@ -207,8 +207,9 @@ func (q *Queries) RecordSettlement(ctx context.Context, arg RecordSettlementPara
 }
 
 const RefundUnclaimed = `-- name: RefundUnclaimed :execrows
-UPDATE packets SET refunded_at = $1::timestamptz
-WHERE envelope_id = $2 AND claimed_by IS NULL AND refunded_at IS NULL
+UPDATE packet_pool p SET refunded_at = $1::timestamptz
+WHERE p.envelope_id = $2 AND p.refunded_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.envelope_id = p.envelope_id AND c.packet_id = p.id)
 `
 
 type RefundUnclaimedParams struct {
@@ -323,9 +324,9 @@ func (q *Queries) Suspend(ctx context.Context, arg SuspendParams) (int64, error)
 }
 
 const UserClaim = `-- name: UserClaim :one
-SELECT claimed_by::text AS user_id, id AS packet_id, amount_cents, claimed_at::timestamptz AS claimed_at,
-       coalesce(order_no, '')::text AS order_no
-FROM packets WHERE envelope_id = $1 AND claimed_by = $2::text
+SELECT c.user_id, c.packet_id, c.amount_cents, c.claimed_at, coalesce(c.order_no, '')::text AS order_no
+FROM claims c
+WHERE c.envelope_id = $1 AND c.user_id = $2::text
 `
 
 type UserClaimParams struct {

@@ -46,6 +46,22 @@ type AuditLastRun struct {
 	AllEnvelopes bool
 }
 
+// One row per claimed packet: who grabbed it, when, under which order number. Appended by the flusher (COPY) in the transaction that adds the claims to envelopes.claimed_cents; never updated. Read it with its packet through the packets view.
+type Claim struct {
+	// The envelope (envelopes.id) of the packet.
+	EnvelopeID int64
+	// The packet (packet_pool.id).
+	PacketID int64
+	// The user who grabbed it. A user holds at most one packet per envelope.
+	UserID string
+	// The packet's amount, cents, as the grab was told it; the flusher writes a claim only when it equals packet_pool.amount_cents. Kept here so the reads of claims (an envelope's, a user's) need not join the packets.
+	AmountCents int64
+	// When the grab was granted in Redis (UTC instant), not when the flusher wrote it.
+	ClaimedAt time.Time
+	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL only when it was lost to a conflict (claim_conflicts, order_no_in_use).
+	OrderNo *string
+}
+
 // Claims from Redis that the flusher did not apply because PostgreSQL says otherwise (or applied without their order number). One row per (envelope, packet, user); kept for an operator.
 type ClaimConflict struct {
 	// Row id.
@@ -176,15 +192,24 @@ type Event struct {
 
 // Every event as the feed and the webhooks send it: a packet.claimed event's data from its packet, the luckiest grab added to envelope.sold_out and envelope.settled, the envelope's metadata added to every event.
 type EventMessage struct {
-	ID            int64
-	Type          envelope.EventType
-	EnvelopeID    int64
-	Data          json.RawMessage
-	CreatedAt     time.Time
-	DeliveredAt   *time.Time
-	Attempts      int
+	// events.id: position in the feed.
+	ID int64
+	// events.type.
+	Type envelope.EventType
+	// events.envelope_id.
+	EnvelopeID int64
+	// The event's JSON data as sent.
+	Data json.RawMessage
+	// events.created_at.
+	CreatedAt time.Time
+	// events.delivered_at: accepted by the webhook receiver.
+	DeliveredAt *time.Time
+	// events.attempts: failed webhook deliveries.
+	Attempts int
+	// events.next_attempt_at.
 	NextAttemptAt *time.Time
-	LastError     *string
+	// events.last_error.
+	LastError *string
 }
 
 // One row per Idempotency-Key a create sent and the envelope it made; kept until expires_at (IDEMPOTENCY_TTL after the create).
@@ -217,7 +242,7 @@ type OrderNoReservation struct {
 	ReservedUpto int64
 }
 
-// One row per packet of an envelope: its amount, and who claimed it or when it was refunded. Inserted with the envelope; claimed by the flusher; refunded at settlement.
+// One row per packet of an envelope: its amount, and who claimed it or when it was refunded (packet_pool joined with claims). Writable for repairs: an INSERT, UPDATE or DELETE here writes both tables.
 type Packet struct {
 	// Packet id (from sequence_numbers 'packet').
 	ID int64
@@ -225,12 +250,24 @@ type Packet struct {
 	EnvelopeID int64
 	// Its amount, cents, at least 1. Never changes.
 	AmountCents int64
-	// The user who grabbed it; NULL while unclaimed. A user holds at most one packet per envelope.
+	// The user who grabbed it (claims.user_id); NULL while unclaimed. A user holds at most one packet per envelope.
 	ClaimedBy *string
 	// When the grab was granted in Redis (UTC instant), not when the flusher wrote it; NULL while unclaimed.
 	ClaimedAt *time.Time
 	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL while unclaimed.
 	OrderNo *string
+	// When it was refunded to the sender at settlement (UTC instant); NULL unless refunded. Never set on a claimed packet.
+	RefundedAt *time.Time
+}
+
+// One row per packet of an envelope: its amount, and when it was refunded. Written with the envelope (COPY); only refunded_at changes after, at settlement. Who claimed it is in claims; the packets view joins the two.
+type PacketPool struct {
+	// Packet id (from sequence_numbers 'packet').
+	ID int64
+	// Its envelope (envelopes.id; not a declared foreign key, for the speed of creation: flusher audit checks it).
+	EnvelopeID int64
+	// Its amount, cents, at least 1. Never changes.
+	AmountCents int64
 	// When it was refunded to the sender at settlement (UTC instant); NULL unless refunded. Never set on a claimed packet.
 	RefundedAt *time.Time
 }

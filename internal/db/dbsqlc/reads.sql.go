@@ -24,11 +24,10 @@ func (q *Queries) BestClaim(ctx context.Context, envelopeID int64) ([]byte, erro
 }
 
 const EnvelopeClaimsPage = `-- name: EnvelopeClaimsPage :many
-SELECT p.id AS packet_id, p.claimed_by::text AS user_id, p.amount_cents, p.order_no,
-       p.claimed_at::timestamptz AS claimed_at
-FROM packets p
-WHERE p.envelope_id = $1 AND p.claimed_by IS NOT NULL AND p.id < $2
-ORDER BY p.id DESC
+SELECT c.packet_id, c.user_id, c.amount_cents, c.order_no, c.claimed_at
+FROM claims c
+WHERE c.envelope_id = $1 AND c.packet_id < $2
+ORDER BY c.packet_id DESC
 LIMIT $3
 `
 
@@ -48,7 +47,7 @@ type EnvelopeClaimsPageRow struct {
 
 // EnvelopeClaimsPage lists an envelope's claims in hand-out order (Redis
 // hands packets out in descending id order), starting after the packet
-// before_packet_id (exclusive), by packets_envelope_claims_idx.
+// before_packet_id (exclusive), by the claims' primary key.
 func (q *Queries) EnvelopeClaimsPage(ctx context.Context, arg EnvelopeClaimsPageParams) ([]EnvelopeClaimsPageRow, error) {
 	rows, err := q.db.Query(ctx, EnvelopeClaimsPage, arg.EnvelopeID, arg.BeforePacketID, arg.MaxRows)
 	if err != nil {
@@ -101,14 +100,13 @@ func (q *Queries) EnvelopeIDRange(ctx context.Context, arg EnvelopeIDRangeParams
 }
 
 const ExportClaimed = `-- name: ExportClaimed :many
-SELECT p.envelope_id, e.sender_id, p.id AS packet_id, p.claimed_by::text AS user_id, p.amount_cents,
-       p.claimed_at::timestamptz AS claimed_at
-FROM packets p
-JOIN envelopes e ON e.id = p.envelope_id
-WHERE p.claimed_by IS NOT NULL AND p.envelope_id BETWEEN $1::bigint AND $2::bigint
-  AND (p.envelope_id, p.id) > ($3::bigint, $4::bigint)
-  AND p.claimed_at >= $5::timestamptz AND p.claimed_at < $6::timestamptz
-ORDER BY p.envelope_id, p.id
+SELECT c.envelope_id, e.sender_id, c.packet_id, c.user_id, c.amount_cents, c.claimed_at
+FROM claims c
+JOIN envelopes e ON e.id = c.envelope_id
+WHERE c.envelope_id BETWEEN $1::bigint AND $2::bigint
+  AND (c.envelope_id, c.packet_id) > ($3::bigint, $4::bigint)
+  AND c.claimed_at >= $5::timestamptz AND c.claimed_at < $6::timestamptz
+ORDER BY c.envelope_id, c.packet_id
 LIMIT $7
 `
 
@@ -133,7 +131,7 @@ type ExportClaimedRow struct {
 
 // ExportClaimed lists the claims made in [since, until) of the envelopes
 // with ids in [lo_id, hi_id], after the key (after_envelope_id,
-// after_packet_id), by packets_envelope_claims_idx.
+// after_packet_id), by the claims' primary key.
 func (q *Queries) ExportClaimed(ctx context.Context, arg ExportClaimedParams) ([]ExportClaimedRow, error) {
 	rows, err := q.db.Query(ctx, ExportClaimed,
 		arg.LoID,
@@ -381,7 +379,7 @@ func (q *Queries) SplitCommitmentOf(ctx context.Context, envelopeID int64) (Spli
 }
 
 const SplitPackets = `-- name: SplitPackets :many
-SELECT id, amount_cents FROM packets WHERE envelope_id = $1 ORDER BY id DESC
+SELECT id, amount_cents FROM packet_pool WHERE envelope_id = $1 ORDER BY id DESC
 `
 
 type SplitPacketsRow struct {
@@ -412,13 +410,12 @@ func (q *Queries) SplitPackets(ctx context.Context, envelopeID int64) ([]SplitPa
 }
 
 const UserClaimsPage = `-- name: UserClaimsPage :many
-SELECT p.envelope_id, e.sender_id, p.id AS packet_id, p.amount_cents, p.order_no,
-       p.claimed_at::timestamptz AS claimed_at
-FROM packets p
-JOIN envelopes e ON e.id = p.envelope_id
-WHERE p.claimed_by = $1::text
-  AND (p.claimed_at, p.id) < ($2::timestamptz, $3::bigint)
-ORDER BY p.claimed_at DESC, p.id DESC
+SELECT c.envelope_id, e.sender_id, c.packet_id, c.amount_cents, c.order_no, c.claimed_at
+FROM claims c
+JOIN envelopes e ON e.id = c.envelope_id
+WHERE c.user_id = $1::text
+  AND (c.claimed_at, c.packet_id) < ($2::timestamptz, $3::bigint)
+ORDER BY c.claimed_at DESC, c.packet_id DESC
 LIMIT $4
 `
 
@@ -439,7 +436,7 @@ type UserClaimsPageRow struct {
 }
 
 // UserClaimsPage lists a user's claims newest first, those before the key
-// (before_at, before_packet_id) exclusive, by packets_user_claims_idx.
+// (before_at, before_packet_id) exclusive, by claims_user_idx.
 func (q *Queries) UserClaimsPage(ctx context.Context, arg UserClaimsPageParams) ([]UserClaimsPageRow, error) {
 	rows, err := q.db.Query(ctx, UserClaimsPage,
 		arg.UserID,

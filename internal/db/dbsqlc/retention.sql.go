@@ -105,9 +105,12 @@ WITH ids AS MATERIALIZED (
     SELECT v.id FROM envelopes v
     WHERE v.id = ANY($1::bigint[]) AND v.status IN ('settled', 'failed') AND v.settled_at < $2::timestamptz
 ),
+gone_claims AS (
+    DELETE FROM claims c WHERE c.envelope_id IN (SELECT ids.id FROM ids) RETURNING c.packet_id
+),
 gone_packets AS (
-    DELETE FROM packets p WHERE p.envelope_id IN (SELECT ids.id FROM ids)
-    RETURNING p.amount_cents, p.claimed_by, p.refunded_at
+    DELETE FROM packet_pool p WHERE p.envelope_id IN (SELECT ids.id FROM ids)
+    RETURNING p.id, p.amount_cents, p.refunded_at
 ),
 gone_recipients AS (
     DELETE FROM envelope_recipients r WHERE r.envelope_id IN (SELECT ids.id FROM ids) RETURNING r.envelope_id
@@ -131,7 +134,8 @@ SELECT (SELECT count(*) FROM gone_envelopes) AS envelopes,
        (SELECT coalesce(sum(g.refunded_cents), 0) FROM gone_envelopes g)::bigint AS refunded_cents,
        (SELECT count(*) FROM gone_packets) AS packets,
        (SELECT coalesce(sum(g.amount_cents), 0) FROM gone_packets g)::bigint AS packet_cents,
-       (SELECT coalesce(sum(g.amount_cents) FILTER (WHERE g.claimed_by IS NOT NULL), 0) FROM gone_packets g)::bigint
+       (SELECT coalesce(sum(g.amount_cents), 0) FROM gone_packets g
+        WHERE g.id IN (SELECT k.packet_id FROM gone_claims k))::bigint
            AS packet_claimed_cents,
        (SELECT coalesce(sum(g.amount_cents) FILTER (WHERE g.refunded_at IS NOT NULL), 0) FROM gone_packets g)::bigint
            AS packet_refunded_cents,
@@ -202,7 +206,7 @@ SELECT count(*) AS envelopes,
        coalesce(sum(d.total_cents), 0)::bigint AS total_cents,
        coalesce(sum(d.claimed_cents), 0)::bigint AS claimed_cents,
        coalesce(sum(d.refunded_cents), 0)::bigint AS refunded_cents,
-       (SELECT count(*) FROM packets p WHERE p.envelope_id IN (SELECT due.id FROM due)) AS packets
+       (SELECT count(*) FROM packet_pool p WHERE p.envelope_id IN (SELECT due.id FROM due)) AS packets
 FROM due d
 `
 

@@ -83,10 +83,9 @@ SELECT envelope_id, packet_id, user_id, reason, claimed_at, found_at
 FROM claim_conflicts WHERE found_at >= @since ORDER BY id;
 
 -- name: SettledClaims :many
--- SettledClaims reads the claims PostgreSQL holds for the envelopes, by
--- envelope and user: through packets_envelope_user_key, one index range per
--- envelope. An order number it does not hold reads as "".
-SELECT envelope_id, claimed_by::text AS user_id, id AS packet_id, amount_cents,
-       coalesce(order_no, '')::text AS order_no
-FROM packets
-WHERE envelope_id = ANY(@envelope_ids::bigint[]) AND claimed_by IS NOT NULL;
+-- SettledClaims reads the claims PostgreSQL holds for the envelopes: one
+-- range of the claims' primary key per envelope. An order number it does
+-- not hold reads as "".
+SELECT c.envelope_id, c.user_id, c.packet_id, c.amount_cents, coalesce(c.order_no, '')::text AS order_no
+FROM claims c
+WHERE c.envelope_id = ANY(@envelope_ids::bigint[]);

@@ -23,7 +23,7 @@ WHERE id = @id AND closed_at IS NULL AND status IN ('open', 'suspended');
 
 -- name: InsertPackets :copyfrom
 -- InsertPackets writes an envelope's packets with COPY.
-INSERT INTO packets (id, envelope_id, amount_cents) VALUES (@id, @envelope_id, @amount_cents);
+INSERT INTO packet_pool (id, envelope_id, amount_cents) VALUES (@id, @envelope_id, @amount_cents);
 
 -- name: MarkLoaded :one
 -- MarkLoaded moves a loading envelope to open, or to sold_out (with its
@@ -62,14 +62,15 @@ SELECT * FROM envelopes WHERE share_code = @share_code::text;
 -- name: UnclaimedPackets :many
 -- UnclaimedPackets lists an envelope's packets nobody claimed and that were
 -- not refunded, in id order.
-SELECT id, amount_cents FROM packets
-WHERE envelope_id = @envelope_id AND claimed_by IS NULL AND refunded_at IS NULL
-ORDER BY id;
+SELECT p.id, p.amount_cents FROM packet_pool p
+WHERE p.envelope_id = @envelope_id AND p.refunded_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.envelope_id = p.envelope_id AND c.packet_id = p.id)
+ORDER BY p.id;
 
 -- name: ClaimedCount :one
 -- ClaimedCount counts an envelope's claimed packets (index-only on the
--- (envelope_id, claimed_by) key).
-SELECT count(*) FROM packets WHERE envelope_id = @envelope_id AND claimed_by IS NOT NULL;
+-- claims' primary key).
+SELECT count(*) FROM claims WHERE envelope_id = @envelope_id;
 
 -- name: UnsettledEnvelopes :many
 -- UnsettledEnvelopes lists a shard's envelopes whose state may live only in

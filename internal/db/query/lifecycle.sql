@@ -10,8 +10,9 @@ FROM envelopes WHERE id = @id FOR UPDATE;
 
 -- name: RefundUnclaimed :execrows
 -- RefundUnclaimed marks an envelope's unclaimed packets refunded.
-UPDATE packets SET refunded_at = @refunded_at::timestamptz
-WHERE envelope_id = @envelope_id AND claimed_by IS NULL AND refunded_at IS NULL;
+UPDATE packet_pool p SET refunded_at = @refunded_at::timestamptz
+WHERE p.envelope_id = @envelope_id AND p.refunded_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.envelope_id = p.envelope_id AND c.packet_id = p.id);
 
 -- name: PacketSums :one
 -- PacketSums adds up an envelope's claimed and refunded packets, and finds
@@ -109,16 +110,16 @@ SELECT status FROM changed;
 
 -- name: HeldClaims :many
 -- HeldClaims lists an envelope's claimed packets.
-SELECT claimed_by::text AS user_id, id AS packet_id, amount_cents, claimed_at::timestamptz AS claimed_at,
-       coalesce(order_no, '')::text AS order_no
-FROM packets WHERE envelope_id = @envelope_id AND claimed_by IS NOT NULL
-ORDER BY id;
+SELECT c.user_id, c.packet_id, c.amount_cents, c.claimed_at, coalesce(c.order_no, '')::text AS order_no
+FROM claims c
+WHERE c.envelope_id = @envelope_id
+ORDER BY c.packet_id;
 
 -- name: UserClaim :one
 -- UserClaim reads the packet a user holds in an envelope.
-SELECT claimed_by::text AS user_id, id AS packet_id, amount_cents, claimed_at::timestamptz AS claimed_at,
-       coalesce(order_no, '')::text AS order_no
-FROM packets WHERE envelope_id = @envelope_id AND claimed_by = @user_id::text;
+SELECT c.user_id, c.packet_id, c.amount_cents, c.claimed_at, coalesce(c.order_no, '')::text AS order_no
+FROM claims c
+WHERE c.envelope_id = @envelope_id AND c.user_id = @user_id::text;
 
 -- name: Epochs :many
 -- Epochs lists the token recorded for each shard.

@@ -1,12 +1,11 @@
 -- name: EnvelopeClaimsPage :many
 -- EnvelopeClaimsPage lists an envelope's claims in hand-out order (Redis
 -- hands packets out in descending id order), starting after the packet
--- before_packet_id (exclusive), by packets_envelope_claims_idx.
-SELECT p.id AS packet_id, p.claimed_by::text AS user_id, p.amount_cents, p.order_no,
-       p.claimed_at::timestamptz AS claimed_at
-FROM packets p
-WHERE p.envelope_id = @envelope_id AND p.claimed_by IS NOT NULL AND p.id < @before_packet_id
-ORDER BY p.id DESC
+-- before_packet_id (exclusive), by the claims' primary key.
+SELECT c.packet_id, c.user_id, c.amount_cents, c.order_no, c.claimed_at
+FROM claims c
+WHERE c.envelope_id = @envelope_id AND c.packet_id < @before_packet_id
+ORDER BY c.packet_id DESC
 LIMIT @max_rows;
 
 -- name: BestClaim :one
@@ -16,14 +15,13 @@ SELECT best_claim_json(@envelope_id::bigint)::jsonb AS best;
 
 -- name: UserClaimsPage :many
 -- UserClaimsPage lists a user's claims newest first, those before the key
--- (before_at, before_packet_id) exclusive, by packets_user_claims_idx.
-SELECT p.envelope_id, e.sender_id, p.id AS packet_id, p.amount_cents, p.order_no,
-       p.claimed_at::timestamptz AS claimed_at
-FROM packets p
-JOIN envelopes e ON e.id = p.envelope_id
-WHERE p.claimed_by = @user_id::text
-  AND (p.claimed_at, p.id) < (@before_at::timestamptz, @before_packet_id::bigint)
-ORDER BY p.claimed_at DESC, p.id DESC
+-- (before_at, before_packet_id) exclusive, by claims_user_idx.
+SELECT c.envelope_id, e.sender_id, c.packet_id, c.amount_cents, c.order_no, c.claimed_at
+FROM claims c
+JOIN envelopes e ON e.id = c.envelope_id
+WHERE c.user_id = @user_id::text
+  AND (c.claimed_at, c.packet_id) < (@before_at::timestamptz, @before_packet_id::bigint)
+ORDER BY c.claimed_at DESC, c.packet_id DESC
 LIMIT @max_rows;
 
 -- name: SenderEnvelopesPage :many
@@ -46,7 +44,7 @@ SELECT salt, commitment FROM split_commitments WHERE envelope_id = @envelope_id;
 -- name: SplitPackets :many
 -- SplitPackets lists every packet of an envelope in hand-out order
 -- (descending id).
-SELECT id, amount_cents FROM packets WHERE envelope_id = @envelope_id ORDER BY id DESC;
+SELECT id, amount_cents FROM packet_pool WHERE envelope_id = @envelope_id ORDER BY id DESC;
 
 -- name: ExportFunded :many
 -- ExportFunded lists the envelopes created in [since, until) after the key
@@ -67,15 +65,14 @@ WHERE created_at >= @since::timestamptz AND created_at < @until::timestamptz;
 -- name: ExportClaimed :many
 -- ExportClaimed lists the claims made in [since, until) of the envelopes
 -- with ids in [lo_id, hi_id], after the key (after_envelope_id,
--- after_packet_id), by packets_envelope_claims_idx.
-SELECT p.envelope_id, e.sender_id, p.id AS packet_id, p.claimed_by::text AS user_id, p.amount_cents,
-       p.claimed_at::timestamptz AS claimed_at
-FROM packets p
-JOIN envelopes e ON e.id = p.envelope_id
-WHERE p.claimed_by IS NOT NULL AND p.envelope_id BETWEEN @lo_id::bigint AND @hi_id::bigint
-  AND (p.envelope_id, p.id) > (@after_envelope_id::bigint, @after_packet_id::bigint)
-  AND p.claimed_at >= @since::timestamptz AND p.claimed_at < @until::timestamptz
-ORDER BY p.envelope_id, p.id
+-- after_packet_id), by the claims' primary key.
+SELECT c.envelope_id, e.sender_id, c.packet_id, c.user_id, c.amount_cents, c.claimed_at
+FROM claims c
+JOIN envelopes e ON e.id = c.envelope_id
+WHERE c.envelope_id BETWEEN @lo_id::bigint AND @hi_id::bigint
+  AND (c.envelope_id, c.packet_id) > (@after_envelope_id::bigint, @after_packet_id::bigint)
+  AND c.claimed_at >= @since::timestamptz AND c.claimed_at < @until::timestamptz
+ORDER BY c.envelope_id, c.packet_id
 LIMIT @max_rows;
 
 -- name: ExportRefunded :many

@@ -1,0 +1,119 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"redpacket/internal/pgstore"
+)
+
+// A claim is written with its packet's amount: one whose grab was told a
+// different amount (a Redis that lost or corrupted state) is applied with
+// the packet's, and the envelope counts the packet's.
+func TestApplyClaimsKeepsThePacketsAmount(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	good := claim(1, 100, "a")
+	good.AmountCents = 10
+	wrong := claim(1, 101, "b")
+	wrong.AmountCents = 999
+	res := mustApply(t, s, good, wrong)
+	if res.Applied != 2 || len(res.Conflicts) != 0 {
+		t.Fatalf("ApplyClaims = %+v, want 2 applied", res)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 30 {
+		t.Errorf("claimed_cents %d, want 30 (10 + the packet's 20)", e.ClaimedCents)
+	}
+	if n := count(t, pool, `SELECT sum(amount_cents) FROM claims WHERE envelope_id = 1`); n != 30 {
+		t.Errorf("claims hold %d cents, want 30", n)
+	}
+	wantHolder(t, pool, wrong)
+}
+
+// A claim of a refunded packet told its right amount is still refused, and
+// so is the whole trusted batch it came in: the rest is applied the guarded
+// way, the refunded packet stays unclaimed.
+func TestApplyClaimsRefusesARefundedPacketWithItsAmount(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	if _, err := pool.Exec(t.Context(), `UPDATE packet_pool SET refunded_at = now() WHERE id = 102`); err != nil {
+		t.Fatal(err)
+	}
+	refunded := claim(1, 102, "late")
+	res := apply(t, s, claim(1, 100, "a"), refunded)
+	if res.Applied != 1 || !sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(refunded, "packet_refunded")}) {
+		t.Fatalf("ApplyClaims = %+v, want 1 applied and packet 102 refused", res)
+	}
+	wantUnclaimed(t, pool, 102)
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 10 {
+		t.Errorf("claimed_cents %d, want 10", e.ClaimedCents)
+	}
+}
+
+// A settlement that refunds a packet while a batch claiming it waits for
+// the envelope's row wins: the batch finds the envelope's cents would pass
+// its total, and its claim of that packet becomes a conflict. Nothing is
+// both claimed and refunded, and the envelope's cents add up.
+func TestApplyClaimsLosesARaceWithTheRefund(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
+	// The settlement's first steps: the envelope locked, its unclaimed
+	// packets refunded, not yet committed.
+	for _, q := range []string{
+		`SELECT id FROM envelopes WHERE id = 1 FOR UPDATE`,
+		`UPDATE packet_pool SET refunded_at = now() WHERE envelope_id = 1`,
+		`UPDATE envelopes SET refunded_cents = 60, status = 'settled', settled_at = now() WHERE id = 1`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	late := claim(1, 101, "late")
+	done := make(chan pgstore.ApplyResult, 1)
+	go func() {
+		res, err := s.ApplyClaims(ctx, s.WithAmounts(ctx, []pgstore.Claim{late}))
+		if err != nil {
+			t.Errorf("ApplyClaims: %v", err)
+		}
+		done <- res
+	}()
+	// The batch waits for the envelope's row lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, pool, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the claim batch never waited for the envelope's row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.Applied != 0 || !sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(late, "packet_refunded")}) {
+		t.Errorf("ApplyClaims = %+v, want packet 101 refused as refunded", res)
+	}
+	wantUnclaimed(t, pool, 101)
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 0 || e.RefundedCents != 60 {
+		t.Errorf("envelope: claimed %d, refunded %d; want 0 and 60", e.ClaimedCents, e.RefundedCents)
+	}
+}
+
+func mustApply(t *testing.T, s *pgstore.Store, claims ...pgstore.Claim) pgstore.ApplyResult {
+	t.Helper()
+	res, err := s.ApplyClaims(t.Context(), claims)
+	if err != nil {
+		t.Fatalf("ApplyClaims: %v", err)
+	}
+	return res
+}
