@@ -82,10 +82,10 @@ type AddClaimsRow struct {
 // claimed cents, in one statement, and writes their events. Each claim is
 // checked against its packet (one primary-key probe, nothing written): the
 // claims whose packet exists, belongs to their envelope, has their amount
-// and was not refunded are the applied ones, and the caller refuses the batch (rolls
-// it back and sends it guarded) unless all of them are. A refund that
-// commits while the batch waits for an envelope's row makes the envelope's
-// cents exceed its total, which its check refuses.
+// and was not refunded are the applied ones, and the caller refuses the
+// batch (rolls it back and sends it guarded) unless all of them are. A
+// refund that commits while the batch waits for an envelope's row makes
+// the envelope's cents exceed its total, which its check refuses.
 //
 // An envelope whose claimed cents reach its total is sold out: every
 // packet is at least 1 cent, so that happens exactly when all are claimed.
