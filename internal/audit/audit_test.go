@@ -250,3 +250,25 @@ func TestRunRefusesRedisWithoutKeys(t *testing.T) {
 		t.Errorf("Run on a cancelled context = %v, want context.Canceled", err)
 	}
 }
+
+// A claims row the packets view cannot show as written (its packet is not
+// the envelope's, or its amount is not the packet's) is reported: the view
+// would hide the first, and the reads of claims would show users the second.
+func TestStrayClaimsReachTheChecks(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	now := time.Now()
+	d.insert(4001, "expired", now, 100, 200, 300)
+	d.claim(4001, packet(4001, 0), "fine")
+	d.exec(`UPDATE claims SET amount_cents = amount_cents + 1 WHERE packet_id = $1`, packet(4001, 0))
+	d.insert(4002, "expired", now, 100, 200, 300)
+	d.exec(`INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at) VALUES (4002, 999999, 'ghost', 100, now())`)
+	d.insert(4003, "expired", now, 100, 200, 300)
+	d.claim(4003, packet(4003, 1), "clean")
+
+	rep := d.runPG(Options{})
+	assertViolations(t, rep, map[int64][]string{
+		4001: {CheckStrayClaims},
+		4002: {CheckStrayClaims},
+	})
+}

@@ -29,6 +29,7 @@ const (
 	CheckRecipientsCount    = "recipients_count"    // recipients_count differs from the envelope's recipient rows
 	CheckNotRecipient       = "not_recipient"       // a packet of an envelope with recipients is held by another user
 	CheckBeforeStart        = "before_start"        // a packet was claimed before the envelope's starts_at
+	CheckStrayClaims        = "stray_claims"        // a claims row names no packet of its envelope, or another amount
 )
 
 // envelopeRow is an envelope as stored and the aggregate of its packets, read
@@ -61,6 +62,7 @@ type packetTotals struct {
 	MinCents, MaxCents int64 // smallest and largest amount
 	NotRecipient       int64 // claimed by a user not among the recipients (when there are some)
 	BeforeStart        int64 // claimed before starts_at
+	StrayClaims        int64 // claims rows with no packet of the envelope, or another amount than the packet's
 }
 
 // final reports whether an envelope's money can no longer move.
@@ -115,6 +117,9 @@ func checkPackets(r envelopeRow, add addFunc) {
 	}
 	if p.Cents != r.TotalCents {
 		add(CheckPacketSum, "packets sum to %d cents, total_cents is %d", p.Cents, r.TotalCents)
+	}
+	if p.StrayClaims > 0 {
+		add(CheckStrayClaims, "%d claims rows name no packet of the envelope or another amount than the packet's", p.StrayClaims)
 	}
 	if p.ClaimedAndRefunded > 0 {
 		add(CheckClaimedAndRefunded, "%d packets both claimed and refunded", p.ClaimedAndRefunded)

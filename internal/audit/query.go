@@ -84,6 +84,7 @@ func pageRow(r dbsqlc.AuditPageSinceRow) envelopeRow {
 			RefundedN: r.RefundedN, RefundedCents: r.PacketsRefundedCents,
 			ClaimedAndRefunded: r.ClaimedAndRefunded, UsersTwice: r.UsersTwice,
 			MinCents: r.MinCents, MaxCents: r.MaxCents, NotRecipient: r.NotRecipient, BeforeStart: r.BeforeStart,
+			StrayClaims: r.StrayClaims,
 		},
 		Kind: r.Kind, RecipientsCount: int64(r.RecipientsCount), RecipientRows: r.RecipientRows,
 	}

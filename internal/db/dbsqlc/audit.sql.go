@@ -67,7 +67,11 @@ SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
        a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
        e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
-       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows,
+       -- Claim rows the packets view cannot show as written: no packet of
+       -- that id in the envelope, or another amount than the packet's.
+       (SELECT count(*) FROM claims c LEFT JOIN packet_pool q ON q.id = c.packet_id AND q.envelope_id = c.envelope_id
+        WHERE c.envelope_id = e.id AND (q.id IS NULL OR q.amount_cents <> c.amount_cents)) AS stray_claims
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -117,6 +121,7 @@ type AuditPageRow struct {
 	NotRecipient         int64
 	BeforeStart          int64
 	RecipientRows        int64
+	StrayClaims          int64
 }
 
 // AuditPage is a page of every envelope, keyset-paginated by id, and for
@@ -158,6 +163,7 @@ func (q *Queries) AuditPage(ctx context.Context, arg AuditPageParams) ([]AuditPa
 			&i.NotRecipient,
 			&i.BeforeStart,
 			&i.RecipientRows,
+			&i.StrayClaims,
 		); err != nil {
 			return nil, err
 		}
@@ -182,7 +188,11 @@ SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
        a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
        e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
-       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows,
+       -- Claim rows the packets view cannot show as written: no packet of
+       -- that id in the envelope, or another amount than the packet's.
+       (SELECT count(*) FROM claims c LEFT JOIN packet_pool q ON q.id = c.packet_id AND q.envelope_id = c.envelope_id
+        WHERE c.envelope_id = e.id AND (q.id IS NULL OR q.amount_cents <> c.amount_cents)) AS stray_claims
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -233,6 +243,7 @@ type AuditPageSinceRow struct {
 	NotRecipient         int64
 	BeforeStart          int64
 	RecipientRows        int64
+	StrayClaims          int64
 }
 
 // AuditPageSince is a page of the envelopes created at or after since plus
@@ -271,6 +282,7 @@ func (q *Queries) AuditPageSince(ctx context.Context, arg AuditPageSinceParams) 
 			&i.NotRecipient,
 			&i.BeforeStart,
 			&i.RecipientRows,
+			&i.StrayClaims,
 		); err != nil {
 			return nil, err
 		}

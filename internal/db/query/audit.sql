@@ -16,7 +16,11 @@ SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
        a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
        e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
-       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows,
+       -- Claim rows the packets view cannot show as written: no packet of
+       -- that id in the envelope, or another amount than the packet's.
+       (SELECT count(*) FROM claims c LEFT JOIN packet_pool q ON q.id = c.packet_id AND q.envelope_id = c.envelope_id
+        WHERE c.envelope_id = e.id AND (q.id IS NULL OR q.amount_cents <> c.amount_cents)) AS stray_claims
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
@@ -54,7 +58,11 @@ SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents
        a.n, a.cents, a.claimed_n, a.claimed_cents AS packets_claimed_cents, a.refunded_n,
        a.refunded_cents AS packets_refunded_cents, a.claimed_and_refunded, a.users_twice,
        e.kind, e.recipients_count, a.min_cents, a.max_cents, a.not_recipient, a.before_start,
-       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows
+       (SELECT count(*) FROM envelope_recipients r WHERE r.envelope_id = e.id) AS recipient_rows,
+       -- Claim rows the packets view cannot show as written: no packet of
+       -- that id in the envelope, or another amount than the packet's.
+       (SELECT count(*) FROM claims c LEFT JOIN packet_pool q ON q.id = c.packet_id AND q.envelope_id = c.envelope_id
+        WHERE c.envelope_id = e.id AND (q.id IS NULL OR q.amount_cents <> c.amount_cents)) AS stray_claims
 FROM page e
 CROSS JOIN LATERAL (
     SELECT count(*) AS n,
