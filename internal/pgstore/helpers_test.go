@@ -1,9 +1,11 @@
 package pgstore_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/pgstore"
@@ -104,4 +106,10 @@ func count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int64 {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// hasSQLState reports a PostgreSQL error of the code.
+func hasSQLState(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
 }

@@ -108,3 +108,46 @@ func userGrabRows(t *testing.T, pool *pgxpool.Pool) []string {
 	}
 	return grabs
 }
+
+// The packets view takes writes for repairs and archive loads: each reaches
+// packet_pool and claims as the view shows them, and a packet both claimed
+// and refunded is refused as the table's check refused it.
+func TestPacketsViewWrites(t *testing.T) {
+	t.Parallel()
+	_, pool := newStore(t)
+	ctx := t.Context()
+	exec := func(q string) error {
+		_, err := pool.Exec(ctx, q)
+		return err
+	}
+	rows := func() string {
+		return fmt.Sprint(count(t, pool, `SELECT count(*) FROM packet_pool WHERE envelope_id = 9`),
+			count(t, pool, `SELECT count(*) FROM claims WHERE envelope_id = 9`),
+			count(t, pool, `SELECT coalesce(sum(amount_cents), 0) FROM claims WHERE envelope_id = 9`))
+	}
+	if err := exec(`INSERT INTO packets (id, envelope_id, amount_cents, claimed_by, claimed_at, order_no, refunded_at) VALUES
+		(900, 9, 7, 'ann', now(), '203005170000000009', NULL), (901, 9, 8, NULL, NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(); got != "2 1 7" {
+		t.Errorf("after the insert: pool, claims, claimed cents = %s; want 2 1 7", got)
+	}
+	if err := exec(`UPDATE packets SET claimed_by = 'bo', claimed_at = now() WHERE id = 901`); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(`UPDATE packets SET claimed_by = NULL, claimed_at = NULL, order_no = NULL WHERE id = 900`); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(); got != "2 1 8" {
+		t.Errorf("after moving the claim: pool, claims, claimed cents = %s; want 2 1 8", got)
+	}
+	if err := exec(`UPDATE packets SET refunded_at = now() WHERE id = 901`); !hasSQLState(err, "23514") {
+		t.Errorf("refunding a claimed packet through the view: %v; want a check violation", err)
+	}
+	if err := exec(`DELETE FROM packets WHERE envelope_id = 9`); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(); got != "0 0 0" {
+		t.Errorf("after the delete: pool, claims, claimed cents = %s; want 0 0 0", got)
+	}
+}
