@@ -21,8 +21,8 @@ ALTER INDEX packets_pkey RENAME TO packet_pool_pkey;
 ALTER TABLE packet_pool RENAME CONSTRAINT packets_amount_cents_check TO packet_pool_amount_cents_check;
 
 CREATE TABLE claims (
-    envelope_id bigint      NOT NULL,
-    packet_id   bigint      NOT NULL,
+    envelope_id  bigint      NOT NULL,
+    packet_id    bigint      NOT NULL,
     user_id      text        NOT NULL,
     amount_cents bigint      NOT NULL CHECK (amount_cents > 0),
     claimed_at   timestamptz NOT NULL,
