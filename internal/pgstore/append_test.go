@@ -79,9 +79,10 @@ func TestApplyClaimsLosesARaceWithTheRefund(t *testing.T) {
 		}
 	}
 	late := claim(1, 101, "late")
+	batch := s.WithAmounts(t, []pgstore.Claim{late})
 	done := make(chan pgstore.ApplyResult, 1)
 	go func() {
-		res, err := s.ApplyClaims(ctx, s.WithAmounts(ctx, []pgstore.Claim{late}))
+		res, err := s.ApplyClaims(ctx, batch)
 		if err != nil {
 			t.Errorf("ApplyClaims: %v", err)
 		}

@@ -59,12 +59,13 @@ type ApplyResult struct {
 // skip what is applied and turn the rest into conflicts
 // (ApplyClaimsGuarded).
 func (s *Store) ApplyClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
-	err := errRefused
 	var res ApplyResult
-	if amountsKnown(claims) {
+	var err error
+	trusted := amountsKnown(claims)
+	if trusted {
 		res, err = s.appendClaims(ctx, claims)
 	}
-	if errors.Is(err, errRefused) || isUniqueViolation(err) || isCheckViolation(err) {
+	if !trusted || errors.Is(err, errRefused) || isUniqueViolation(err) || isCheckViolation(err) {
 		res, err = s.applyClaims(ctx, [][]Claim{claims})
 	}
 	if isUniqueViolation(err) {
@@ -100,17 +101,9 @@ func (s *Store) appendClaims(ctx context.Context, claims []Claim) (ApplyResult, 
 		if _, err := s.q.WithTx(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
 			return err
 		}
-		p := params(claims)
 		batch := &pgx.Batch{}
 		batch.Queue(dbsqlc.ClaimPlan)
-		amounts := make([]int64, len(claims))
-		for i, c := range claims {
-			amounts[i] = c.AmountCents
-		}
-		queue(batch, dbsqlc.AddClaims, dbsqlc.AddClaimsParams{
-			EnvelopeIds: p.EnvelopeIds, PacketIds: p.PacketIds, Amounts: amounts, ClaimedAts: p.ClaimedAts,
-			OrderNos: p.OrderNos,
-		}).Query(func(rows pgx.Rows) error {
+		queue(batch, dbsqlc.AddClaims, addParams(claims)).Query(func(rows pgx.Rows) error {
 			applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
 			collectApplied(applied, &res)
 			return err
@@ -232,6 +225,22 @@ func copyRows(claims []Claim) []dbsqlc.CopyClaimsParams {
 		}
 	}
 	return rows
+}
+
+// addParams lays a batch out as AddClaims takes it: one array per column.
+func addParams(claims []Claim) dbsqlc.AddClaimsParams {
+	p := dbsqlc.AddClaimsParams{
+		EnvelopeIds: make([]int64, len(claims)),
+		PacketIds:   make([]int64, len(claims)),
+		Amounts:     make([]int64, len(claims)),
+		ClaimedAts:  make([]time.Time, len(claims)),
+		OrderNos:    make([]string, len(claims)),
+	}
+	for i, c := range claims {
+		p.EnvelopeIds[i], p.PacketIds[i], p.Amounts[i], p.ClaimedAts[i], p.OrderNos[i] =
+			c.EnvelopeID, c.PacketID, c.AmountCents, c.ClaimedAt, c.OrderNo
+	}
+	return p
 }
 
 // params lays a group of claims out as the guarded statements take them:

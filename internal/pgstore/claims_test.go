@@ -37,7 +37,7 @@ func sameConflicts(got, want []pgstore.Conflict) bool {
 
 func apply(t *testing.T, s *pgstore.Store, claims ...pgstore.Claim) pgstore.ApplyResult {
 	t.Helper()
-	res, err := s.ApplyClaims(t.Context(), s.WithAmounts(t.Context(), claims))
+	res, err := s.ApplyClaims(t.Context(), s.WithAmounts(t, claims))
 	if err != nil {
 		t.Fatalf("ApplyClaims: %v", err)
 	}
@@ -285,7 +285,7 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 	secondClaim := claim(1, 100, "alice")
 	batch := []pgstore.Claim{claim(2, 200, "bob"), firstClaim, claim(1, 101, "bob"), secondClaim, claim(1, 103, "carol")}
 
-	res, err := s.ApplyClaims(t.Context(), s.WithAmounts(t.Context(), batch))
+	res, err := s.ApplyClaims(t.Context(), s.WithAmounts(t, batch))
 	if err != nil {
 		t.Fatalf("ApplyClaims: %v", err)
 	}
@@ -308,7 +308,7 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 		t.Errorf("alice holds %d packets of envelope 1", n)
 	}
 
-	res, err = s.ApplyClaims(t.Context(), s.WithAmounts(t.Context(), batch))
+	res, err = s.ApplyClaims(t.Context(), s.WithAmounts(t, batch))
 	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || len(res.SoldOut) != 0 {
 		t.Errorf("replay = %+v, %v; want nothing", res, err)
 	}
@@ -320,7 +320,7 @@ func TestApplyClaimsSameUserTwiceInBatch(t *testing.T) {
 	open(t, s, 3, 300, []int64{1, 1})
 	last := []pgstore.Claim{claim(3, 300, "x"), claim(3, 301, "y"), claim(2, 201, "zed"), claim(2, 201, "zed2")}
 	last = append(last, claim(3, 300, "y")) // y twice in envelope 3
-	res, err = s.ApplyClaims(t.Context(), s.WithAmounts(t.Context(), last))
+	res, err = s.ApplyClaims(t.Context(), s.WithAmounts(t, last))
 	if err != nil {
 		t.Fatalf("ApplyClaims: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,12 +51,8 @@ func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (i
 		if err := dbsqlc.New(tx).ClaimPlan(ctx); err != nil {
 			return err
 		}
-		p := params(claims)
-		amounts := make([]int64, len(claims))
-		for i, c := range claims {
-			amounts[i] = c.AmountCents
-		}
-		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, amounts, p.ClaimedAts, p.OrderNos)
+		p := addParams(claims)
+		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, p.Amounts, p.ClaimedAts, p.OrderNos)
 		if err != nil {
 			return err
 		}
@@ -69,26 +66,27 @@ func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (i
 // WithAmounts returns claims with each one's AmountCents set to its
 // packet's amount, as the grab would have told it (left 0 for a packet that
 // does not exist).
-func (s *Store) WithAmounts(ctx context.Context, claims []Claim) []Claim {
+func (s *Store) WithAmounts(t testing.TB, claims []Claim) []Claim {
+	t.Helper()
 	out := slices.Clone(claims)
 	ids := make([]int64, len(out))
 	for i, c := range out {
 		ids[i] = c.PacketID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, amount_cents FROM packet_pool WHERE id = ANY($1)`, ids)
+	rows, err := s.pool.Query(t.Context(), `SELECT id, amount_cents FROM packet_pool WHERE id = ANY($1)`, ids)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	amounts := map[int64]int64{}
 	for rows.Next() {
 		var id, a int64
 		if err := rows.Scan(&id, &a); err != nil {
-			panic(err)
+			t.Fatal(err)
 		}
 		amounts[id] = a
 	}
 	if rows.Err() != nil {
-		panic(rows.Err())
+		t.Fatal(rows.Err())
 	}
 	for i := range out {
 		out[i].AmountCents = amounts[out[i].PacketID]
