@@ -46,14 +46,27 @@ func (d db) openEnvelope(t testing.TB, env int64, n int) {
 }
 
 // claimPackets claims packets [from, to) of an envelope, one user each, in
-// one batch, and returns how many events that wrote.
+// one batch, as the flusher writes it (its claim events one run).
 func (d db) claimPackets(t testing.TB, env int64, from, to int) {
+	t.Helper()
+	d.apply(t, env, from, to, 10)
+}
+
+// claimPacketsAsRows claims packets [from, to) as claimPackets does, but
+// without their amounts, which sends the batch the guarded way: its claim
+// events are events rows.
+func (d db) claimPacketsAsRows(t testing.TB, env int64, from, to int) {
+	t.Helper()
+	d.apply(t, env, from, to, 0)
+}
+
+func (d db) apply(t testing.TB, env int64, from, to int, amount int64) {
 	t.Helper()
 	var batch []pgstore.Claim
 	for i := from; i < to; i++ {
 		p := env*1000 + int64(i)
 		batch = append(batch, pgstore.Claim{EnvelopeID: env, PacketID: p, UserID: fmt.Sprintf("u%d", p),
-			ClaimedAt: t0.Add(time.Duration(i) * time.Millisecond)})
+			AmountCents: amount, ClaimedAt: t0.Add(time.Duration(i) * time.Millisecond)})
 	}
 	if _, err := d.ApplyClaims(t.Context(), batch); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,13 @@ import (
 type PruneStore interface {
 	PruneEvents(ctx context.Context, cutoff time.Time, deliveredOnly bool, after int64, limit int) (
 		deleted int, last int64, done bool, err error)
+	PruneClaimEvents(ctx context.Context, cutoff time.Time, deliveredOnly bool, after int64, limit int) (
+		deleted int, last int64, done bool, err error)
 }
+
+// pruneFunc deletes one batch of one kind of events (PruneStore's methods).
+type pruneFunc func(ctx context.Context, cutoff time.Time, deliveredOnly bool, after int64, limit int) (
+	deleted int, last int64, done bool, err error)
 
 // Retention deletes events older than Age, in batches. With a webhook
 // configured it deletes only delivered ones: an event the receiver has not
@@ -61,9 +67,24 @@ func (r *Retention) Prune(ctx context.Context) (int, error) {
 	}
 	cutoff := now().Add(-r.Age)
 	var total int
+	// Events rows, then the claim events of runs: each kind walks its own
+	// positions.
+	for _, prune := range []pruneFunc{r.Store.PruneEvents, r.Store.PruneClaimEvents} {
+		n, err := r.pruneAll(ctx, prune, cutoff, batch)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// pruneAll runs prune batch after batch until it is done.
+func (r *Retention) pruneAll(ctx context.Context, prune pruneFunc, cutoff time.Time, batch int) (int, error) {
+	var total int
 	var after int64
 	for ctx.Err() == nil {
-		n, last, done, err := r.Store.PruneEvents(ctx, cutoff, r.DeliveredOnly, after, batch)
+		n, last, done, err := prune(ctx, cutoff, r.DeliveredOnly, after, batch)
 		total += n
 		pruned.Add(float64(n))
 		if err != nil || done {

@@ -22,7 +22,8 @@ func (c *countingPruner) PruneEvents(ctx context.Context, cutoff time.Time, deli
 }
 
 // ageEvents makes events [from, to] look created age ago, and delivered
-// when delivered is set.
+// when delivered is set: events rows, and the runs of claim events wholly
+// inside the range.
 func (d db) ageEvents(t *testing.T, from, to int64, age time.Duration, delivered bool) {
 	t.Helper()
 	_, err := d.pool.Exec(t.Context(), `UPDATE events SET created_at = now() - $3 * interval '1 second',
@@ -30,6 +31,57 @@ func (d db) ageEvents(t *testing.T, from, to int64, age time.Duration, delivered
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, err = d.pool.Exec(t.Context(), `UPDATE claim_event_runs SET created_at = now() - $3 * interval '1 second',
+		delivered_through = CASE WHEN $4 THEN last_position ELSE first_position - 1 END,
+		delivered_at = CASE WHEN $4 THEN now() END
+		WHERE first_position >= $1 AND last_position <= $2`, from, to, age.Seconds(), delivered)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Claim events go with their run, whole: only runs older than the age (and,
+// with a webhook, delivered to their last event) are deleted, and the feed
+// goes on from the first event left, without a gap inside it.
+func TestRetentionPrunesWholeRuns(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.openEnvelope(t, 1, 20)
+	for i := 0; i < 20; i += 5 {
+		d.claimPackets(t, 1, i, i+5) // runs 1-5, 6-10, 11-15, 16-20; sold out: 21
+	}
+	d.ageEvents(t, 1, 10, 10*24*time.Hour, true)   // old, delivered
+	d.ageEvents(t, 11, 15, 10*24*time.Hour, false) // old, not delivered
+	// Old, delivered but for its last event: it stays with a webhook.
+	if _, err := d.pool.Exec(t.Context(), `UPDATE claim_event_runs SET delivered_through = 19,
+		created_at = now() - interval '10 days' WHERE first_position = 16`); err != nil {
+		t.Fatal(err)
+	}
+	r := &events.Retention{Store: d.Store, Age: 7 * 24 * time.Hour, DeliveredOnly: true, Batch: 1}
+	if n, err := r.Prune(t.Context()); err != nil || n != 10 {
+		t.Fatalf("Prune = %d, %v; want the 10 events of the 2 old delivered runs", n, err)
+	}
+	wantFeed := func(from, to int64) {
+		t.Helper()
+		evs, err := d.EventsAfter(t.Context(), 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range evs {
+			if e.ID != from+int64(i) {
+				t.Fatalf("feed after pruning: event %d has position %d, want %d", i, e.ID, from+int64(i))
+			}
+		}
+		if len(evs) != int(to-from+1) {
+			t.Fatalf("feed after pruning holds %d events, want %d..%d", len(evs), from, to)
+		}
+	}
+	wantFeed(11, 21)
+	r.DeliveredOnly = false
+	if n, err := r.Prune(t.Context()); err != nil || n != 10 {
+		t.Fatalf("Prune without a webhook = %d, %v; want the 10 events of the 2 old runs left", n, err)
+	}
+	wantFeed(21, 21)
 }
 
 // With a webhook, only delivered events past the age go, a batch at a time;
@@ -38,7 +90,7 @@ func TestRetention(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	d.openEnvelope(t, 1, 20)
-	d.claimPackets(t, 1, 0, 20)                   // events 1-21
+	d.claimPacketsAsRows(t, 1, 0, 20)             // events 1-21, rows
 	d.ageEvents(t, 1, 8, 10*24*time.Hour, true)   // old, delivered
 	d.ageEvents(t, 9, 12, 10*24*time.Hour, false) // old, not delivered
 	d.ageEvents(t, 13, 16, time.Hour, true)       // new, delivered

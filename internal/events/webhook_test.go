@@ -195,7 +195,7 @@ func fastRetries(url string) events.WebhookConfig {
 // eventIDsByEnvelope reads every event id in PostgreSQL, by envelope.
 func (d db) eventIDsByEnvelope(t *testing.T) map[int64][]int64 {
 	t.Helper()
-	rows, err := d.pool.Query(t.Context(), `SELECT envelope_id, id FROM events ORDER BY id`)
+	rows, err := d.pool.Query(t.Context(), `SELECT envelope_id, id FROM event_messages ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func (d db) eventIDsByEnvelope(t *testing.T) map[int64][]int64 {
 }
 
 func (d db) undelivered(t *testing.T) int {
-	return d.count(t, `SELECT count(*) FROM events WHERE delivered_at IS NULL`)
+	return d.count(t, `SELECT count(*) FROM event_messages WHERE delivered_at IS NULL`)
 }
 
 // wantAllAccepted checks that every event in PostgreSQL is recorded
@@ -272,7 +272,7 @@ func TestWebhookFailsTimesOutAndRecovers(t *testing.T) {
 	runWebhook(t, d, l, fastRetries(url))
 
 	waitFor(t, 10*time.Second, "three refusals", func() bool { return refused.Load() >= 3 })
-	if n := d.count(t, `SELECT count(*) FROM events WHERE attempts > 0 AND next_attempt_at IS NOT NULL
+	if n := d.count(t, `SELECT count(*) FROM event_messages WHERE attempts > 0 AND next_attempt_at IS NOT NULL
 		AND last_error LIKE '%500 Internal Server Error%'`); n == 0 {
 		t.Error("no failed attempt recorded with its error")
 	}
@@ -284,7 +284,7 @@ func TestWebhookFailsTimesOutAndRecovers(t *testing.T) {
 	mode.Store(working)
 	waitFor(t, 20*time.Second, "every event delivered", func() bool { return d.undelivered(t) == 0 })
 	wantAllAccepted(t, d, rc, false)
-	if total := d.count(t, `SELECT count(*) FROM events`); total != 3*7 {
+	if total := d.count(t, `SELECT count(*) FROM event_messages`); total != 3*7 {
 		t.Errorf("%d events, want 21", total)
 	}
 }
@@ -309,9 +309,9 @@ func TestWebhookHangingEnvelopeDoesNotStallOthers(t *testing.T) {
 	cfg.Timeout, cfg.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond
 	runWebhook(t, d, nil, cfg) // no listener: found by polling
 	waitFor(t, 15*time.Second, "envelopes 2-4 delivered", func() bool {
-		return d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 1 AND delivered_at IS NULL`) == 0
+		return d.count(t, `SELECT count(*) FROM event_messages WHERE envelope_id <> 1 AND delivered_at IS NULL`) == 0
 	})
-	if n := d.count(t, `SELECT count(*) FROM events WHERE envelope_id = 1 AND delivered_at IS NOT NULL`); n != 0 {
+	if n := d.count(t, `SELECT count(*) FROM event_messages WHERE envelope_id = 1 AND delivered_at IS NOT NULL`); n != 0 {
 		t.Fatalf("%d events of the hanging envelope recorded delivered", n)
 	}
 	if first := d.eventIDsByEnvelope(t)[1]; rc.tries(first[1]) != 0 {
@@ -349,7 +349,7 @@ func TestWebhookRestartNeitherLosesNorFloods(t *testing.T) {
 	nine := d.eventIDsByEnvelope(t)[9]
 	stop := runWebhook(t, d, nil, cfg)
 	waitFor(t, 10*time.Second, "20 events accepted and envelope 9 refused", func() bool {
-		return rc.acceptedCount() >= 20 && d.count(t, `SELECT attempts FROM events WHERE id = $1`, nine[0]) == 1
+		return rc.acceptedCount() >= 20 && d.count(t, `SELECT attempts FROM event_messages WHERE id = $1`, nine[0]) == 1
 	})
 	stop()
 	before := rc.acceptedCount()
@@ -362,7 +362,7 @@ func TestWebhookRestartNeitherLosesNorFloods(t *testing.T) {
 
 	runWebhook(t, d, nil, cfg)
 	waitFor(t, 15*time.Second, "envelopes 1-4 delivered", func() bool {
-		return d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 9 AND delivered_at IS NULL`) == 0
+		return d.count(t, `SELECT count(*) FROM event_messages WHERE envelope_id <> 9 AND delivered_at IS NULL`) == 0
 	})
 	time.Sleep(200 * time.Millisecond)
 	if tries := rc.tries(nine[0]); tries != 1 {
@@ -379,7 +379,7 @@ func TestWebhookRestartNeitherLosesNorFloods(t *testing.T) {
 // per worker). before is how many it had accepted before the restart.
 func wantEachOnce(t *testing.T, d db, rc *receiver, before, workers int) {
 	t.Helper()
-	want := d.count(t, `SELECT count(*) FROM events WHERE envelope_id <> 9`)
+	want := d.count(t, `SELECT count(*) FROM event_messages WHERE envelope_id <> 9`)
 	if got := rc.acceptedCount(); got < want || got > want+workers {
 		t.Errorf("receiver accepted %d events (%d before the restart), want %d (+ at most %d repeats)",
 			got, before, want, workers)

@@ -238,7 +238,7 @@ func TestEventsFeedConcurrentWriters(t *testing.T) {
 	seen, claimed := readWholeFeed(t, c, finished)
 	var inPG, events int
 	if err := s.Pool.QueryRow(context.Background(), `SELECT
-		(SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL), (SELECT count(*) FROM events)`).Scan(&inPG, &events); err != nil {
+		(SELECT count(*) FROM packets WHERE claimed_by IS NOT NULL), (SELECT count(*) FROM event_messages)`).Scan(&inPG, &events); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != events || inPG != flushers*envelopesEach*packets || len(claimed) != inPG {

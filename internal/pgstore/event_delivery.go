@@ -11,16 +11,18 @@ import (
 	"redpacket/internal/db/dbsqlc"
 )
 
-// Webhook delivery state lives on the events rows themselves: delivered_at
-// once the receiver accepted an event, and attempts, next_attempt_at and
-// last_error while it does not. An envelope's events are delivered in order,
-// so only its first undelivered event (its head) is ever tried, and the
-// retry columns of that row are the envelope's backoff. A sender holds the
-// head's row lock (FOR UPDATE) while it calls the receiver, so several
-// processes can send at once without two of them sending one envelope's
-// events: the next event of an envelope is only looked at once the one
-// before it is recorded delivered, and ids of an envelope only grow (events
-// become visible in id order).
+// Webhook delivery state lives with the events themselves: on an events
+// row, delivered_at once the receiver accepted it, and attempts,
+// next_attempt_at and last_error while it does not; on a claim_event_runs
+// row, delivered_through (the last of its claim events accepted) and the
+// same retry columns for the next one. An envelope's events are delivered
+// in order, so only its first undelivered event (its head) is ever tried,
+// and the retry columns of the row that holds it are the envelope's
+// backoff. A sender holds that row's lock (FOR UPDATE) while it calls the
+// receiver, so several processes can send at once without two of them
+// sending one envelope's events: the next event of an envelope is only
+// looked at once the one before it is recorded delivered, and positions of
+// an envelope only grow (events become visible in position order).
 
 // DeliveryHeads returns up to limit envelopes' first undelivered events
 // whose retry is due, for envelopes above afterEnvelope in id order and not
@@ -39,7 +41,8 @@ func (s *Store) DeliveryHeads(ctx context.Context, afterEnvelope int64, skip []i
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {
-		out[i] = Event(r)
+		out[i] = Event{ID: r.ID, Type: r.Type, EnvelopeID: r.EnvelopeID, Data: r.Data,
+			CreatedAt: r.CreatedAt, Attempts: r.Attempts}
 	}
 	return out, nil
 }
@@ -48,9 +51,6 @@ func (s *Store) DeliveryHeads(ctx context.Context, afterEnvelope int64, skip []i
 // 0 when it has none.
 func (s *Store) NextUndelivered(ctx context.Context, envelopeID int64) (int64, error) {
 	id, err := s.q.NextUndelivered(ctx, envelopeID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
 	if err != nil {
 		return 0, fmt.Errorf("next event of envelope %d: %w", envelopeID, err)
 	}
@@ -138,6 +138,21 @@ func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time, deliveredOnly
 	})
 	if err != nil {
 		return 0, after, false, fmt.Errorf("prune events: %w", err)
+	}
+	return int(r.Deleted), r.Last, r.Done, nil
+}
+
+// PruneClaimEvents is PruneEvents for the claim events of claim_event_runs:
+// it looks at up to limit runs with first positions above after, deletes
+// whole runs (only those delivered whole when deliveredOnly), and counts
+// the events they held.
+func (s *Store) PruneClaimEvents(ctx context.Context, cutoff time.Time, deliveredOnly bool, after int64, limit int) (
+	deleted int, last int64, done bool, err error) {
+	r, err := s.q.PruneClaimEvents(ctx, dbsqlc.PruneClaimEventsParams{
+		After: after, MaxRows: int32(limit), Cutoff: cutoff, DeliveredOnly: deliveredOnly,
+	})
+	if err != nil {
+		return 0, after, false, fmt.Errorf("prune claim events: %w", err)
 	}
 	return int(r.Deleted), r.Last, r.Done, nil
 }

@@ -34,7 +34,11 @@ type Event struct {
 // ends with the same few lines, which take the ids through the SQL function
 // take_event_ids (see migrations/000007_typed_values and
 // internal/db/query). So an event exists if and only if its change
-// committed, and ids become visible in increasing order, without gaps.
+// committed, and ids become visible in increasing order, without gaps. The
+// packet.claimed events of the claims the flusher appends are not rows:
+// AddClaims takes their positions the same way and records them in
+// claim_event_runs, one row per envelope of the batch, and the reads below
+// merge them with the events rows (migrations/000017_claim_events).
 
 // EventsAfter returns up to limit events with ids above after, in id order.
 // Because ids become visible in order, a reader that continues from the last
@@ -46,7 +50,8 @@ func (s *Store) EventsAfter(ctx context.Context, after int64, limit int) ([]Even
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {
-		out[i] = Event(r)
+		out[i] = Event{ID: r.ID, Type: r.Type, EnvelopeID: r.EnvelopeID, Data: r.Data,
+			CreatedAt: r.CreatedAt, Attempts: int(r.Attempts)}
 	}
 	return out, nil
 }

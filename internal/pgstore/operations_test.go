@@ -74,16 +74,24 @@ func TestLedgerCountsUndeliveredEventsOnlyWithWebhooks(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
 	ctx := t.Context()
-	open(t, s, 1001, 5001, []int64{100, 200})
+	open(t, s, 1001, 5001, []int64{100, 200, 300, 400, 500})
+	// Events rows (claims without amounts go the guarded way), then a run.
 	if _, err := s.ApplyClaims(ctx, []pgstore.Claim{claim(1001, 5001, "u1"), claim(1001, 5002, "u2")}); err != nil {
 		t.Fatal(err)
 	}
+	apply(t, s, claim(1001, 5003, "u3"), claim(1001, 5004, "u4"), claim(1001, 5005, "u5"))
 	if _, err := pool.Exec(ctx, `UPDATE events SET delivered_at = now() WHERE id = (SELECT min(id) FROM events)`); err != nil {
 		t.Fatal(err)
 	}
-	var undelivered int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE delivered_at IS NULL`).Scan(&undelivered); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE claim_event_runs SET delivered_through = first_position, delivered_at = now()`); err != nil {
 		t.Fatal(err)
+	}
+	var undelivered int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM event_messages WHERE delivered_at IS NULL`).Scan(&undelivered); err != nil {
+		t.Fatal(err)
+	}
+	if undelivered != 4 { // 2 of 3 claim events of the run, 1 row, and sold out
+		t.Fatalf("%d events undelivered, want 4", undelivered)
 	}
 	for _, webhooks := range []bool{false, true} {
 		l, err := s.Ledger(ctx, webhooks)

@@ -20,8 +20,9 @@ type table struct {
 	copy string // a RetentionCopy statement of the query layer
 	sums []sum
 	// holds names the tables whose rows the file holds when name is a
-	// view over them: a DBA loads the file back into the view (COPY packets
-	// FROM ...), whose trigger writes them.
+	// view over them (a DBA loads the file back into the view, COPY packets
+	// FROM ..., whose trigger writes them), or when other tables' rows are
+	// written in its shape (claim_event_runs' events as events rows).
 	holds []string
 }
 
@@ -39,7 +40,7 @@ var tables = []table{
 		{"refunded_cents", "amount_cents", "refunded_at"}}, []string{"packet_pool", "claims"}},
 	{"envelope_recipients", dbsqlc.RetentionCopyRecipients, nil, nil},
 	{"split_commitments", dbsqlc.RetentionCopyCommitments, nil, nil},
-	{"events", dbsqlc.RetentionCopyEvents, nil, nil},
+	{"events", dbsqlc.RetentionCopyEvents, nil, []string{"events", "claim_event_runs"}},
 	{"claim_conflicts", dbsqlc.RetentionCopyConflicts, nil, nil},
 }
 

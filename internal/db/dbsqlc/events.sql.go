@@ -7,27 +7,54 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"redpacket/internal/envelope"
 )
 
 const DeliveryHeads = `-- name: DeliveryHeads :many
-WITH RECURSIVE heads AS (
-    (SELECT f.envelope_id, f.id, f.next_attempt_at FROM events f
-     WHERE f.delivered_at IS NULL AND f.envelope_id > $1 ORDER BY f.envelope_id, f.id LIMIT 1)
+WITH RECURSIVE walk AS (
+    SELECT least(
+        (SELECT f.envelope_id FROM events f
+         WHERE f.delivered_at IS NULL AND f.envelope_id > $1 ORDER BY f.envelope_id, f.id LIMIT 1),
+        (SELECT r.envelope_id FROM claim_event_runs r
+         WHERE r.delivered_through < r.last_position AND r.envelope_id > $1
+         ORDER BY r.envelope_id, r.first_position LIMIT 1)) AS envelope_id
     UNION ALL
-    SELECT n.envelope_id, n.id, n.next_attempt_at FROM heads h CROSS JOIN LATERAL (
-        SELECT x.envelope_id, x.id, x.next_attempt_at FROM events x
-        WHERE x.delivered_at IS NULL AND x.envelope_id > h.envelope_id ORDER BY x.envelope_id, x.id LIMIT 1) n
+    SELECT least(
+        (SELECT f.envelope_id FROM events f
+         WHERE f.delivered_at IS NULL AND f.envelope_id > w.envelope_id ORDER BY f.envelope_id, f.id LIMIT 1),
+        (SELECT r.envelope_id FROM claim_event_runs r
+         WHERE r.delivered_through < r.last_position AND r.envelope_id > w.envelope_id
+         ORDER BY r.envelope_id, r.first_position LIMIT 1))
+    FROM walk w WHERE w.envelope_id IS NOT NULL
+), heads AS (
+    SELECT w.envelope_id, h.id, h.next_attempt_at
+    FROM walk w CROSS JOIN LATERAL (
+        SELECT x.id, x.next_attempt_at FROM (
+            (SELECT f.id, f.next_attempt_at FROM events f
+             WHERE f.delivered_at IS NULL AND f.envelope_id = w.envelope_id ORDER BY f.id LIMIT 1)
+            UNION ALL
+            (SELECT r.delivered_through + 1, r.next_attempt_at FROM claim_event_runs r
+             WHERE r.delivered_through < r.last_position AND r.envelope_id = w.envelope_id
+             ORDER BY r.first_position LIMIT 1)) x
+        ORDER BY x.id LIMIT 1) h
+    WHERE w.envelope_id IS NOT NULL
 ), due AS MATERIALIZED (
-    SELECT id FROM heads
-    WHERE (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp()) AND NOT envelope_id = ANY($2::bigint[])
+    SELECT heads.id FROM heads
+    WHERE (heads.next_attempt_at IS NULL OR heads.next_attempt_at <= clock_timestamp())
+      AND NOT heads.envelope_id = ANY($2::bigint[])
     LIMIT $3
 )
 SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, m.attempts
-FROM due JOIN event_messages m ON m.id = due.id
+FROM due CROSS JOIN LATERAL (
+    SELECT e.id, e.type, e.envelope_id, event_json(e.type, e.envelope_id, e.packet_id, e.data) AS data,
+           e.created_at, e.attempts
+    FROM events e WHERE e.id = due.id
+    UNION ALL
+    SELECT c.id, c.type, c.envelope_id, event_json(c.type, c.envelope_id, c.packet_id, c.data),
+           c.created_at, c.attempts
+    FROM claim_event_at(due.id) c) m
 ORDER BY m.envelope_id
 `
 
@@ -41,16 +68,19 @@ type DeliveryHeadsRow struct {
 	ID         int64
 	Type       envelope.EventType
 	EnvelopeID int64
-	Data       json.RawMessage
+	Data       []byte
 	CreatedAt  time.Time
 	Attempts   int
 }
 
-// DeliveryHeads walks the pending index one envelope at a time (a loose
-// index scan: one probe per envelope, however many events each has waiting)
-// from the envelope after_envelope on, and returns the first undelivered
-// events of up to max_rows envelopes that are due and not in skip, by
-// envelope. The walk is evaluated lazily, so it stops once enough are found.
+// DeliveryHeads walks the envelopes with undelivered events one at a time
+// (a loose index scan of events_pending_idx and claim_event_runs_pending_idx
+// together: two probes per envelope, however many events each has
+// waiting) from the envelope after_envelope on, and returns the first
+// undelivered events of up to max_rows envelopes that are due and not in
+// skip, by envelope. An envelope's first undelivered event is the lower of
+// its first undelivered events row and its first undelivered claim event.
+// The walk is evaluated lazily, so it stops once enough are found.
 func (q *Queries) DeliveryHeads(ctx context.Context, arg DeliveryHeadsParams) ([]DeliveryHeadsRow, error) {
 	rows, err := q.db.Query(ctx, DeliveryHeads, arg.AfterEnvelope, arg.Skip, arg.MaxRows)
 	if err != nil {
@@ -79,8 +109,47 @@ func (q *Queries) DeliveryHeads(ctx context.Context, arg DeliveryHeadsParams) ([
 }
 
 const EventsAfter = `-- name: EventsAfter :many
-SELECT id, type, envelope_id, data, created_at, attempts
-FROM event_messages WHERE id > $1 ORDER BY id LIMIT $2
+WITH arg AS (
+    SELECT $1::bigint AS after, $2::int AS max_rows
+), runs AS (
+    SELECT r.first_position, r.last_position, r.envelope_id, r.first_key, r.created_at,
+           r.delivered_through, r.attempts, greatest(r.first_position, a.after + 1) AS from_position
+    FROM ((SELECT first_position, last_position, envelope_id, first_key, created_at, delivered_through, attempts FROM claim_event_runs x
+           WHERE x.first_position <= $1::bigint
+           ORDER BY x.first_position DESC LIMIT 1)
+          UNION ALL
+          (SELECT first_position, last_position, envelope_id, first_key, created_at, delivered_through, attempts FROM claim_event_runs y
+           WHERE y.first_position > $1::bigint
+           ORDER BY y.first_position LIMIT $2::int)) r
+    CROSS JOIN arg a
+    WHERE r.last_position > a.after
+), counted AS (
+    SELECT r.first_position, r.last_position, r.envelope_id, r.first_key, r.created_at,
+           r.delivered_through, r.attempts, r.from_position,
+           coalesce(sum(r.last_position - r.from_position + 1) OVER (ORDER BY r.first_position
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint AS before
+    FROM runs r
+), feed AS (
+    (SELECT e.id, e.type, e.envelope_id, e.packet_id, e.data, e.created_at, e.attempts
+     FROM events e WHERE e.id > $1::bigint ORDER BY e.id LIMIT $2::int)
+    UNION ALL
+    SELECT r.first_position + (c.event_key - r.first_key), 'packet.claimed'::event_type, r.envelope_id,
+           c.packet_id, NULL::jsonb, r.created_at,
+           CASE WHEN r.first_position + (c.event_key - r.first_key) = r.delivered_through + 1 THEN r.attempts ELSE 0 END
+    FROM counted r CROSS JOIN arg a CROSS JOIN LATERAL (
+        SELECT k.event_key, k.packet_id FROM claims k
+        WHERE k.event_key BETWEEN r.first_key + (r.from_position - r.first_position)
+                              AND r.first_key + (r.last_position - r.first_position)
+        ORDER BY k.event_key LIMIT a.max_rows - r.before) c
+    WHERE r.before < a.max_rows
+), page AS (
+    SELECT f.id, f.type, f.envelope_id, f.packet_id, f.data, f.created_at, f.attempts
+    FROM feed f ORDER BY f.id LIMIT $2::int
+)
+SELECT p.id::bigint AS id, p.type::event_type AS type, p.envelope_id::bigint AS envelope_id,
+       event_json(p.type, p.envelope_id, p.packet_id, p.data)::jsonb AS data,
+       p.created_at::timestamptz AS created_at, p.attempts::int AS attempts
+FROM page p ORDER BY p.id
 `
 
 type EventsAfterParams struct {
@@ -92,12 +161,16 @@ type EventsAfterRow struct {
 	ID         int64
 	Type       envelope.EventType
 	EnvelopeID int64
-	Data       json.RawMessage
+	Data       []byte
 	CreatedAt  time.Time
-	Attempts   int
+	Attempts   int32
 }
 
-// EventsAfter lists up to max_rows events with ids above after, in id order.
+// EventsAfter lists up to max_rows events with positions above after, in
+// order, from both kinds of rows: events rows by id, and claim events by
+// their runs. The runs are taken in position order with how many of their
+// events come before each (every run holds all its positions: a run is
+// deleted whole), so no more than max_rows claims are read.
 func (q *Queries) EventsAfter(ctx context.Context, arg EventsAfterParams) ([]EventsAfterRow, error) {
 	rows, err := q.db.Query(ctx, EventsAfter, arg.After, arg.MaxRows)
 	if err != nil {
@@ -138,26 +211,45 @@ func (q *Queries) ListenEvents(ctx context.Context) error {
 }
 
 const LockDueEvent = `-- name: LockDueEvent :one
-WITH locked AS (
-    SELECT e.id, e.attempts FROM events e WHERE e.id = $1 AND e.delivered_at IS NULL
+WITH arg AS (
+    SELECT $1::bigint AS id
+), locked_row AS (
+    SELECT e.id, e.type, e.envelope_id, e.packet_id, e.data, e.created_at, e.attempts
+    FROM events e, arg a
+    WHERE e.id = a.id AND e.delivered_at IS NULL
       AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= clock_timestamp())
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF e SKIP LOCKED
+), locked_run AS (
+    SELECT r.first_position FROM claim_event_runs r, arg a
+    WHERE r.first_position = (SELECT max(x.first_position) FROM claim_event_runs x WHERE x.first_position <= a.id)
+      AND r.delivered_through = a.id - 1 AND r.last_position >= a.id
+      AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= clock_timestamp())
+    FOR UPDATE OF r SKIP LOCKED
+), locked AS (
+    SELECT w.id, w.type, w.envelope_id, w.packet_id, w.data, w.created_at, w.attempts FROM locked_row w
+    UNION ALL
+    SELECT c.id, c.type, c.envelope_id, c.packet_id, c.data, c.created_at, c.attempts
+    FROM locked_run l CROSS JOIN arg a CROSS JOIN LATERAL claim_event_at(a.id) c
 )
-SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, l.attempts
-FROM locked l JOIN event_messages m ON m.id = l.id
+SELECT l.id::bigint AS id, l.type::event_type AS type, l.envelope_id::bigint AS envelope_id,
+       event_json(l.type, l.envelope_id, l.packet_id, l.data)::jsonb AS data,
+       l.created_at::timestamptz AS created_at, l.attempts::int AS attempts
+FROM locked l
 `
 
 type LockDueEventRow struct {
 	ID         int64
 	Type       envelope.EventType
 	EnvelopeID int64
-	Data       json.RawMessage
+	Data       []byte
 	CreatedAt  time.Time
 	Attempts   int32
 }
 
 // LockDueEvent locks an event for its delivery if it is undelivered, due
-// and locked by no other sender, and returns it; no row otherwise.
+// and locked by no other sender, and returns it; no row otherwise. The
+// event is an events row, or a claim event: then its run is locked, and
+// the event must be the run's next to deliver.
 func (q *Queries) LockDueEvent(ctx context.Context, id int64) (LockDueEventRow, error) {
 	row := q.db.QueryRow(ctx, LockDueEvent, id)
 	var i LockDueEventRow
@@ -173,43 +265,113 @@ func (q *Queries) LockDueEvent(ctx context.Context, id int64) (LockDueEventRow, 
 }
 
 const MarkEventDelivered = `-- name: MarkEventDelivered :exec
-UPDATE events SET delivered_at = clock_timestamp(), next_attempt_at = NULL WHERE id = $1
+WITH arg AS (
+    SELECT $1::bigint AS id
+), done_row AS (
+    UPDATE events e SET delivered_at = clock_timestamp(), next_attempt_at = NULL
+    FROM arg a WHERE e.id = a.id
+)
+UPDATE claim_event_runs r SET delivered_through = a.id, delivered_at = clock_timestamp(), attempts = 0,
+    next_attempt_at = NULL, last_error = NULL
+FROM arg a
+WHERE r.last_position >= a.id AND r.delivered_through = a.id - 1
+  AND r.first_position = (SELECT max(x.first_position) FROM claim_event_runs x WHERE x.first_position <= a.id)
 `
 
+// MarkEventDelivered records event id accepted by the receiver: its events
+// row, or its run's delivered_through (the run is locked: LockDueEvent).
 func (q *Queries) MarkEventDelivered(ctx context.Context, id int64) error {
 	_, err := q.db.Exec(ctx, MarkEventDelivered, id)
 	return err
 }
 
 const MarkEventFailed = `-- name: MarkEventFailed :exec
-UPDATE events SET attempts = attempts + 1, last_error = left($1::text, 500),
-    next_attempt_at = clock_timestamp() + ($2::bigint) * '1 microsecond'::interval
-WHERE id = $3
+WITH arg AS (
+    SELECT $1::bigint AS id, left($2::text, 500) AS last_error,
+           clock_timestamp() + ($3::bigint) * '1 microsecond'::interval AS next_attempt_at
+), failed_row AS (
+    UPDATE events e SET attempts = e.attempts + 1, last_error = a.last_error, next_attempt_at = a.next_attempt_at
+    FROM arg a WHERE e.id = a.id
+)
+UPDATE claim_event_runs r SET attempts = r.attempts + 1, last_error = a.last_error, next_attempt_at = a.next_attempt_at
+FROM arg a
+WHERE r.last_position >= a.id AND r.delivered_through = a.id - 1
+  AND r.first_position = (SELECT max(x.first_position) FROM claim_event_runs x WHERE x.first_position <= a.id)
 `
 
 type MarkEventFailedParams struct {
+	ID        int64
 	LastError string
 	RetryInUs int64
-	ID        int64
 }
 
-// MarkEventFailed records a failed delivery attempt and when to try again.
+// MarkEventFailed records a failed delivery attempt of event id and when to
+// try again, on its events row or on its run.
 func (q *Queries) MarkEventFailed(ctx context.Context, arg MarkEventFailedParams) error {
-	_, err := q.db.Exec(ctx, MarkEventFailed, arg.LastError, arg.RetryInUs, arg.ID)
+	_, err := q.db.Exec(ctx, MarkEventFailed, arg.ID, arg.LastError, arg.RetryInUs)
 	return err
 }
 
 const NextUndelivered = `-- name: NextUndelivered :one
-SELECT id FROM events WHERE envelope_id = $1 AND delivered_at IS NULL
-ORDER BY id LIMIT 1
+SELECT coalesce(least(
+    (SELECT f.id FROM events f WHERE f.envelope_id = $1 AND f.delivered_at IS NULL ORDER BY f.id LIMIT 1),
+    (SELECT r.delivered_through + 1 FROM claim_event_runs r
+     WHERE r.envelope_id = $1 AND r.delivered_through < r.last_position
+     ORDER BY r.first_position LIMIT 1)), 0)::bigint AS id
 `
 
-// NextUndelivered is the id of an envelope's first undelivered event.
+// NextUndelivered is the position of an envelope's first undelivered
+// event, 0 when it has none.
 func (q *Queries) NextUndelivered(ctx context.Context, envelopeID int64) (int64, error) {
 	row := q.db.QueryRow(ctx, NextUndelivered, envelopeID)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
+}
+
+const PruneClaimEvents = `-- name: PruneClaimEvents :one
+WITH page AS (
+    SELECT v.first_position, v.last_position, v.created_at FROM claim_event_runs v
+    WHERE v.first_position > $1 ORDER BY v.first_position LIMIT $2::int),
+gone AS (
+    DELETE FROM claim_event_runs r USING page p
+    WHERE r.first_position = p.first_position AND r.created_at < $3::timestamptz
+      AND (r.delivered_through = r.last_position OR NOT $4::boolean)
+    RETURNING r.last_position - r.first_position + 1 AS n)
+SELECT (SELECT coalesce(sum(n), 0) FROM gone)::bigint AS deleted,
+       coalesce((SELECT max(first_position) FROM page), $1)::bigint AS last,
+       ((SELECT count(*) FROM page) < $2::int
+        OR EXISTS (SELECT 1 FROM page p WHERE p.created_at >= $3::timestamptz))::boolean AS done
+`
+
+type PruneClaimEventsParams struct {
+	After         int64
+	MaxRows       int32
+	Cutoff        time.Time
+	DeliveredOnly bool
+}
+
+type PruneClaimEventsRow struct {
+	Deleted int64
+	Last    int64
+	Done    bool
+}
+
+// PruneClaimEvents is PruneEvents for the claim events of runs: among up to
+// max_rows runs with first positions above after, it deletes those written
+// before cutoff (only those delivered whole when delivered_only; a run goes
+// whole, never in part, which EventsAfter relies on), and returns how many
+// events it deleted, the last position it looked at, and done.
+func (q *Queries) PruneClaimEvents(ctx context.Context, arg PruneClaimEventsParams) (PruneClaimEventsRow, error) {
+	row := q.db.QueryRow(ctx, PruneClaimEvents,
+		arg.After,
+		arg.MaxRows,
+		arg.Cutoff,
+		arg.DeliveredOnly,
+	)
+	var i PruneClaimEventsRow
+	err := row.Scan(&i.Deleted, &i.Last, &i.Done)
+	return i, err
 }
 
 const PruneEvents = `-- name: PruneEvents :one

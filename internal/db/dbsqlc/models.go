@@ -60,6 +60,8 @@ type Claim struct {
 	ClaimedAt time.Time
 	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL only when it was lost to a conflict (claim_conflicts, order_no_in_use).
 	OrderNo *string
+	// Where its packet.claimed event is: batch number * 2^24 + its place in the batch, found through claim_event_runs.first_key; NULL when the event is an events row (claims written one by one, or before migration 17).
+	EventKey *int64
 }
 
 // Claims from Redis that the flusher did not apply because PostgreSQL says otherwise (or applied without their order number). One row per (envelope, packet, user); kept for an operator.
@@ -78,6 +80,54 @@ type ClaimConflict struct {
 	Reason string
 	// When the flusher recorded it.
 	FoundAt time.Time
+}
+
+// The packet.claimed events of claim_event_runs, one row per claim, with the columns of events (SELECT * FROM events UNION ALL SELECT * FROM claim_events is every event).
+type ClaimEvent struct {
+	// Position in the feed.
+	ID int64
+	// Always packet.claimed.
+	Type envelope.EventType
+	// The envelope.
+	EnvelopeID int64
+	// The claimed packet (claims.packet_id).
+	PacketID *int64
+	// NULL: the claim's facts are in claims.
+	Data []byte
+	// claim_event_runs.created_at.
+	CreatedAt time.Time
+	// For an event the receiver accepted, when it accepted its run's last accepted one; NULL otherwise.
+	DeliveredAt *time.Time
+	// For its run's first undelivered event, the failed deliveries; 0 otherwise.
+	Attempts int32
+	// For its run's first undelivered event, when the next delivery is due.
+	NextAttemptAt *time.Time
+	// For its run's first undelivered event, the last failed delivery.
+	LastError *string
+}
+
+// The packet.claimed events of claims the flusher appended: one row per envelope per batch, its claims' events at positions first_position..last_position, in event_key order. Read them with the claim_events view. Pruned after EVENTS_RETENTION like events.
+type ClaimEventRun struct {
+	// Position in the feed of its first claim event (take_event_ids: gap-free, visible in commit order).
+	FirstPosition int64
+	// Position of its last claim event; the run holds last_position - first_position + 1 claims.
+	LastPosition int64
+	// The envelope whose claims they are.
+	EnvelopeID int64
+	// claims.event_key of its first claim; the event at position p is the claim with event_key first_key + (p - first_position).
+	FirstKey int64
+	// When it was written (clock time under the position lock).
+	CreatedAt time.Time
+	// Webhook delivery: position of the last event the receiver accepted, first_position - 1 before any. Events are delivered in order, so these are the run's delivered ones.
+	DeliveredThrough int64
+	// When the receiver accepted the event at delivered_through; NULL before any.
+	DeliveredAt *time.Time
+	// Failed deliveries of the event after delivered_through.
+	Attempts int32
+	// When that event's next delivery is due after a failure; NULL before any.
+	NextAttemptAt *time.Time
+	// The last failed delivery, in words; NULL before any.
+	LastError *string
 }
 
 // One row per red envelope: what the sender put in, its status, and the money claimed and refunded. Written by the grabber at creation, then by the flusher.
@@ -190,9 +240,9 @@ type Event struct {
 	LastError *string
 }
 
-// Every event as the feed and the webhooks send it: a packet.claimed event's data from its packet, the luckiest grab added to envelope.sold_out and envelope.settled, the envelope's metadata added to every event.
+// Every event as the feed and the webhooks send it (events and claim_events, data from event_json): a packet.claimed event's data from its claim, the luckiest grab added to envelope.sold_out and envelope.settled, the envelope's metadata added to every event.
 type EventMessage struct {
-	// events.id: position in the feed.
+	// Position in the feed.
 	ID int64
 	// events.type.
 	Type envelope.EventType

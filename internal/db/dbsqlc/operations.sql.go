@@ -49,17 +49,24 @@ func (q *Queries) CountSuspended(ctx context.Context) (int64, error) {
 }
 
 const CountUndeliveredEvents = `-- name: CountUndeliveredEvents :one
-SELECT count(*) FROM (SELECT 1 FROM events WHERE delivered_at IS NULL LIMIT $1) AS pending
+WITH arg AS (SELECT $1::bigint AS cap)
+SELECT least(a.cap,
+    (SELECT count(*) FROM (SELECT 1 FROM events WHERE delivered_at IS NULL LIMIT (SELECT cap FROM arg)) AS pending)
+    + (SELECT coalesce(sum(r.n), 0) FROM (
+        SELECT x.last_position - x.delivered_through AS n FROM claim_event_runs x
+        WHERE x.delivered_through < x.last_position LIMIT (SELECT cap FROM arg)) r))::bigint AS pending
+FROM arg a
 `
 
 // CountUndeliveredEvents counts the events no webhook receiver accepted yet,
 // up to a cap: while a receiver is down the backlog can hold millions, and a
-// scrape must stay cheap.
-func (q *Queries) CountUndeliveredEvents(ctx context.Context, cap int32) (int64, error) {
+// scrape must stay cheap. Claim events count from their runs: each run
+// holds last_position - delivered_through undelivered ones.
+func (q *Queries) CountUndeliveredEvents(ctx context.Context, cap int64) (int64, error) {
 	row := q.db.QueryRow(ctx, CountUndeliveredEvents, cap)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var pending int64
+	err := row.Scan(&pending)
+	return pending, err
 }
 
 const LastAudit = `-- name: LastAudit :one

@@ -74,9 +74,14 @@ func (q *Queries) RetentionCopyEnvelopes(ctx context.Context) error {
 }
 
 const RetentionCopyEvents = `-- name: RetentionCopyEvents :exec
-COPY (SELECT id, type, envelope_id, packet_id, data, created_at, delivered_at, attempts, next_attempt_at, last_error FROM events WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[]) ORDER BY id) TO STDOUT
+COPY (SELECT id, type, envelope_id, packet_id, data, created_at, delivered_at, attempts, next_attempt_at, last_error FROM (SELECT id, type, envelope_id, packet_id, data, created_at, delivered_at, attempts, next_attempt_at, last_error FROM events WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[])
+      UNION ALL
+      SELECT id, type, envelope_id, packet_id, data, created_at, delivered_at, attempts, next_attempt_at, last_error FROM claim_events WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[])) e
+      ORDER BY id) TO STDOUT
 `
 
+// Both kinds of events, as events rows: loaded back into events, the claim
+// events of runs become rows of their own, which every reader serves.
 func (q *Queries) RetentionCopyEvents(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, RetentionCopyEvents)
 	return err
@@ -121,6 +126,10 @@ gone_commitments AS (
 gone_events AS (
     DELETE FROM events e WHERE e.envelope_id IN (SELECT ids.id FROM ids) RETURNING e.id
 ),
+gone_runs AS (
+    DELETE FROM claim_event_runs r WHERE r.envelope_id IN (SELECT ids.id FROM ids)
+    RETURNING r.last_position - r.first_position + 1 AS n
+),
 gone_conflicts AS (
     DELETE FROM claim_conflicts k WHERE k.envelope_id IN (SELECT ids.id FROM ids) RETURNING k.id
 ),
@@ -141,7 +150,7 @@ SELECT (SELECT count(*) FROM gone_envelopes) AS envelopes,
            AS packet_refunded_cents,
        (SELECT count(*) FROM gone_recipients) AS recipients,
        (SELECT count(*) FROM gone_commitments) AS commitments,
-       (SELECT count(*) FROM gone_events) AS events,
+       ((SELECT count(*) FROM gone_events) + (SELECT coalesce(sum(g.n), 0) FROM gone_runs g))::bigint AS events,
        (SELECT count(*) FROM gone_conflicts) AS conflicts
 `
 
@@ -198,7 +207,9 @@ WITH due AS (
     FROM envelopes v
     WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz
       AND (NOT $2::boolean OR NOT EXISTS (
-          SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
+          SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
+        AND NOT EXISTS (
+          SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
     ORDER BY v.settled_at
     LIMIT $3::int
 )
@@ -245,7 +256,9 @@ SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
 WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz AND v.settled_at >= $2::timestamptz
   AND (NOT $3::boolean OR NOT EXISTS (
-      SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
+      SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
+    AND NOT EXISTS (
+      SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
 ORDER BY v.settled_at
 LIMIT $4::int
 FOR UPDATE OF v SKIP LOCKED

@@ -34,5 +34,12 @@ ON CONFLICT (only_row) DO UPDATE SET finished_at = excluded.finished_at, violati
 -- name: CountUndeliveredEvents :one
 -- CountUndeliveredEvents counts the events no webhook receiver accepted yet,
 -- up to a cap: while a receiver is down the backlog can hold millions, and a
--- scrape must stay cheap.
-SELECT count(*) FROM (SELECT 1 FROM events WHERE delivered_at IS NULL LIMIT @cap) AS pending;
+-- scrape must stay cheap. Claim events count from their runs: each run
+-- holds last_position - delivered_through undelivered ones.
+WITH arg AS (SELECT @cap::bigint AS cap)
+SELECT least(a.cap,
+    (SELECT count(*) FROM (SELECT 1 FROM events WHERE delivered_at IS NULL LIMIT (SELECT cap FROM arg)) AS pending)
+    + (SELECT coalesce(sum(r.n), 0) FROM (
+        SELECT x.last_position - x.delivered_through AS n FROM claim_event_runs x
+        WHERE x.delivered_through < x.last_position LIMIT (SELECT cap FROM arg)) r))::bigint AS pending
+FROM arg a;

@@ -14,7 +14,9 @@ SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
 WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz AND v.settled_at >= @after_at::timestamptz
   AND (NOT @delivered_only::boolean OR NOT EXISTS (
-      SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
+      SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
+    AND NOT EXISTS (
+      SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
 ORDER BY v.settled_at
 LIMIT @max_rows::int
 FOR UPDATE OF v SKIP LOCKED;
@@ -28,7 +30,9 @@ WITH due AS (
     FROM envelopes v
     WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz
       AND (NOT @delivered_only::boolean OR NOT EXISTS (
-          SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL))
+          SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
+        AND NOT EXISTS (
+          SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
     ORDER BY v.settled_at
     LIMIT @max_rows::int
 )
@@ -72,7 +76,12 @@ COPY (SELECT * FROM envelope_recipients WHERE envelope_id = ANY(string_to_array(
 COPY (SELECT * FROM split_commitments WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[]) ORDER BY envelope_id) TO STDOUT;
 
 -- name: RetentionCopyEvents :exec
-COPY (SELECT * FROM events WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[]) ORDER BY id) TO STDOUT;
+-- Both kinds of events, as events rows: loaded back into events, the claim
+-- events of runs become rows of their own, which every reader serves.
+COPY (SELECT * FROM (SELECT * FROM events WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[])
+      UNION ALL
+      SELECT * FROM claim_events WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[])) e
+      ORDER BY id) TO STDOUT;
 
 -- name: RetentionCopyConflicts :exec
 COPY (SELECT * FROM claim_conflicts WHERE envelope_id = ANY(string_to_array(current_setting('redpacket.retention_envelopes'), ',')::bigint[]) ORDER BY id) TO STDOUT;
@@ -105,6 +114,10 @@ gone_commitments AS (
 gone_events AS (
     DELETE FROM events e WHERE e.envelope_id IN (SELECT ids.id FROM ids) RETURNING e.id
 ),
+gone_runs AS (
+    DELETE FROM claim_event_runs r WHERE r.envelope_id IN (SELECT ids.id FROM ids)
+    RETURNING r.last_position - r.first_position + 1 AS n
+),
 gone_conflicts AS (
     DELETE FROM claim_conflicts k WHERE k.envelope_id IN (SELECT ids.id FROM ids) RETURNING k.id
 ),
@@ -125,5 +138,5 @@ SELECT (SELECT count(*) FROM gone_envelopes) AS envelopes,
            AS packet_refunded_cents,
        (SELECT count(*) FROM gone_recipients) AS recipients,
        (SELECT count(*) FROM gone_commitments) AS commitments,
-       (SELECT count(*) FROM gone_events) AS events,
+       ((SELECT count(*) FROM gone_events) + (SELECT coalesce(sum(g.n), 0) FROM gone_runs g))::bigint AS events,
        (SELECT count(*) FROM gone_conflicts) AS conflicts;
