@@ -22,7 +22,7 @@ COMMENT ON VIEW event_messages IS
     'Every event as the feed and the webhooks send it: a packet.claimed event''s data from its packet, the luckiest grab added to envelope.sold_out and envelope.settled, the envelope''s metadata added to every event.';
 COMMENT ON COLUMN event_messages.id IS 'events.id: position in the feed.';
 
-DROP FUNCTION event_json(event_type, bigint, bigint, jsonb);
+DROP FUNCTION event_json(event_type, bigint, jsonb, claims, jsonb);
 DROP VIEW claim_events;
 DROP FUNCTION claim_event_at(bigint);
 DROP TABLE claim_event_runs;

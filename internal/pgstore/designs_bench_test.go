@@ -19,13 +19,13 @@ import (
 // many claim-shaped rows. Nothing of the prototypes ships: their tables live
 // only in the benchmark's database, to tell what a redesign would gain.
 //
-//   - shipped: the shipped ApplyClaims (claims COPYed and checked against
-//     their packets, an event row per claim). The designs below were its
-//     prototypes; the figures of the update design it replaced, and of
-//     positions on the packet rows, are in BENCHMARKS.md.
-//   - shipped-no-event-rows: the same with the statement after the COPY
-//     cut before its events: the shipped table and check without the event
-//     row per claim the redesign's third step would remove.
+//   - shipped: the shipped ApplyClaims (claims COPYed with their event
+//     keys and checked against their packets, a run of claim events per
+//     envelope). The designs below were its prototypes; the figures of the
+//     update design it replaced, of positions on the packet rows and of an
+//     event row per claim (migration 16) are in BENCHMARKS.md.
+//   - shipped-no-events: the same with the statement after the COPY cut
+//     before its events (the runs and the sold-out rows).
 //   - append-guarded[+events]: INSERT ... SELECT FROM unnest ... ON
 //     CONFLICT DO NOTHING into a claims table with the indexes the claimed
 //     packet row has today (primary key, unique (envelope_id, user_id),
@@ -61,7 +61,7 @@ import (
 //
 // After the rounds it reads feed pages (feedPages): 100 claim events by
 // position from copy-lean+positions's BRIN index, from the B-tree of
-// copy-lean+positions-btree and from the shipped event_messages:
+// copy-lean+positions-btree and from the shipped feed (EventsAfter):
 // feed-page-brin-us, feed-page-btree-us and feed-page-shipped-us.
 //
 // Each round writes 100,000 claims of fresh envelopes in batches of 2,000
@@ -84,7 +84,7 @@ func BenchmarkClaimDesigns(b *testing.B) {
 			res, err := s.ApplyClaims(ctx, c)
 			return res.Applied, err
 		}},
-		{"shipped-no-event-rows", s.ApplyClaimsWithoutEvents},
+		{"shipped-no-events", s.ApplyClaimsWithoutEvents},
 		{"append-guarded+events", protoDesign(pool, "proto_claims_ge", true, true)},
 		{"append-guarded", protoDesign(pool, "proto_claims_g", true, false)},
 		{"append-trusting+events", protoDesign(pool, "proto_claims_te", false, true)},

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/db/dbsqlc"
 )
 
 // protoPositionsSchema gives today's packets the column and index claim
@@ -13,9 +15,11 @@ import (
 // feedPages reads pages random windows of 100 positions, the claim events
 // of a feed page, from the lean table's BRIN index (proto_claims_copyp), its
 // B-tree twin (proto_claims_copypb, the same positions) and from the shipped
-// feed (event_messages, whose claim events the shipped design wrote), and returns the mean time of a page of each. Positions are
-// gap-free, so a window of 100 positions holds at most 100 events: the
-// bounded range keeps a BRIN read from scanning every range above it.
+// feed (its statement, EventsAfter: 100 events after a position of a claim
+// event the shipped design wrote), and returns the mean time of a page of
+// each. Positions are gap-free, so a window of 100 positions holds at most
+// 100 events: the bounded range keeps a BRIN read from scanning every range
+// above it.
 func feedPages(b *testing.B, pool *pgxpool.Pool, pages int) (brin, btree, shipped time.Duration) {
 	b.Helper()
 	ctx := b.Context()
@@ -29,7 +33,7 @@ func feedPages(b *testing.B, pool *pgxpool.Pool, pages int) (brin, btree, shippe
 	}
 	// Each window starts at a position the table holds: the designs'
 	// positions come from one sequence, so each table's have gaps.
-	read := func(q, starts string) time.Duration {
+	read := func(q, starts string, args func(from int64) []any) time.Duration {
 		var from []int64
 		if err := pool.QueryRow(ctx, `SELECT array_agg(x) FROM (`+starts+` ORDER BY random() LIMIT $1) s(x)`,
 			pages).Scan(&from); err != nil {
@@ -38,7 +42,7 @@ func feedPages(b *testing.B, pool *pgxpool.Pool, pages int) (brin, btree, shippe
 		var spent time.Duration
 		for _, f := range from {
 			start := time.Now()
-			rows, err := pool.Query(ctx, q, f, f+99)
+			rows, err := pool.Query(ctx, q, args(f)...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -55,9 +59,10 @@ func feedPages(b *testing.B, pool *pgxpool.Pool, pages int) (brin, btree, shippe
 	}
 	const claimed = `SELECT packet_id, envelope_id, user_id, amount_cents, claimed_at, order_no, claim_event_id FROM `
 	const window = ` WHERE claim_event_id BETWEEN $1 AND $2 ORDER BY claim_event_id`
-	brin = read(claimed+`proto_claims_copyp`+window, `SELECT claim_event_id FROM proto_claims_copyp`)
-	btree = read(claimed+`proto_claims_copypb`+window, `SELECT claim_event_id FROM proto_claims_copypb`)
-	shipped = read(`SELECT id, type, envelope_id, data, created_at, attempts FROM event_messages
-		WHERE id BETWEEN $1 AND $2 ORDER BY id`, `SELECT id FROM events WHERE type = 'packet.claimed'`)
+	window100 := func(from int64) []any { return []any{from, from + 99} }
+	brin = read(claimed+`proto_claims_copyp`+window, `SELECT claim_event_id FROM proto_claims_copyp`, window100)
+	btree = read(claimed+`proto_claims_copypb`+window, `SELECT claim_event_id FROM proto_claims_copypb`, window100)
+	shipped = read(dbsqlc.EventsAfter, `SELECT p FROM claim_event_runs r, generate_series(r.first_position, r.last_position) p`,
+		func(from int64) []any { return []any{from - 1, int32(100)} })
 	return brin, btree, shipped
 }

@@ -46,15 +46,16 @@ WITH RECURSIVE walk AS (
       AND NOT heads.envelope_id = ANY($2::bigint[])
     LIMIT $3
 )
-SELECT m.id, m.type, m.envelope_id, m.data, m.created_at, m.attempts
+SELECT m.id, m.type, m.envelope_id, event_json(m.type, m.envelope_id, m.data, c, v.metadata) AS data,
+       m.created_at, m.attempts
 FROM due CROSS JOIN LATERAL (
-    SELECT e.id, e.type, e.envelope_id, event_json(e.type, e.envelope_id, e.packet_id, e.data) AS data,
-           e.created_at, e.attempts
+    SELECT e.id, e.type, e.envelope_id, e.packet_id, e.data, e.created_at, e.attempts
     FROM events e WHERE e.id = due.id
     UNION ALL
-    SELECT c.id, c.type, c.envelope_id, event_json(c.type, c.envelope_id, c.packet_id, c.data),
-           c.created_at, c.attempts
-    FROM claim_event_at(due.id) c) m
+    SELECT x.id, x.type, x.envelope_id, x.packet_id, x.data, x.created_at, x.attempts
+    FROM claim_event_at(due.id) x) m
+LEFT JOIN claims c ON c.envelope_id = m.envelope_id AND c.packet_id = m.packet_id
+LEFT JOIN envelopes v ON v.id = m.envelope_id
 ORDER BY m.envelope_id
 `
 
@@ -147,9 +148,12 @@ WITH arg AS (
     FROM feed f ORDER BY f.id LIMIT $2::int
 )
 SELECT p.id::bigint AS id, p.type::event_type AS type, p.envelope_id::bigint AS envelope_id,
-       event_json(p.type, p.envelope_id, p.packet_id, p.data)::jsonb AS data,
+       event_json(p.type, p.envelope_id, p.data, c, v.metadata)::jsonb AS data,
        p.created_at::timestamptz AS created_at, p.attempts::int AS attempts
-FROM page p ORDER BY p.id
+FROM page p
+LEFT JOIN claims c ON c.envelope_id = p.envelope_id AND c.packet_id = p.packet_id
+LEFT JOIN envelopes v ON v.id = p.envelope_id
+ORDER BY p.id
 `
 
 type EventsAfterParams struct {
@@ -232,9 +236,11 @@ WITH arg AS (
     FROM locked_run l CROSS JOIN arg a CROSS JOIN LATERAL claim_event_at(a.id) c
 )
 SELECT l.id::bigint AS id, l.type::event_type AS type, l.envelope_id::bigint AS envelope_id,
-       event_json(l.type, l.envelope_id, l.packet_id, l.data)::jsonb AS data,
+       event_json(l.type, l.envelope_id, l.data, c, v.metadata)::jsonb AS data,
        l.created_at::timestamptz AS created_at, l.attempts::int AS attempts
 FROM locked l
+LEFT JOIN claims c ON c.envelope_id = l.envelope_id AND c.packet_id = l.packet_id
+LEFT JOIN envelopes v ON v.id = l.envelope_id
 `
 
 type LockDueEventRow struct {
