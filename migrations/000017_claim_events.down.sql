@@ -27,6 +27,3 @@ DROP VIEW claim_events;
 DROP FUNCTION claim_event_at(bigint);
 DROP TABLE claim_event_runs;
 DROP FUNCTION claim_event_runs_notify();
-DROP INDEX claims_event_key_idx;
-ALTER TABLE claims DROP COLUMN event_key;
-DROP SEQUENCE claim_batch_seq;

@@ -1,41 +1,26 @@
 -- packet.claimed events served from the claims. Each claim used to be
 -- followed by an events row (a heap row and three index entries) that only
 -- named its packet: a third of the flusher's write (docs/scaling.md, step 3).
--- Now a batch the flusher appends gives each of its claims an event key (the
--- batch's number and the claim's place in it), and writes one
--- claim_event_runs row per envelope of the batch: the positions of that
--- envelope's claim events, taken under the same lock as every other event's,
--- and their webhook delivery. Positions stay gap-free and visible in commit
--- order. Claims written one by one (the guarded statements, repairs through
--- the packets view) and those flushed before this migration keep their
--- events rows; nothing is moved.
-
--- Batch numbers: taken by the flusher before it COPYs a batch; a batch
--- rolled back leaves a gap, which nothing reads.
-CREATE SEQUENCE claim_batch_seq;
-COMMENT ON SEQUENCE claim_batch_seq IS
-    'Numbers the flusher''s appended batches of claims (claims.event_key = batch * 2^24 + place in the batch). Gaps are harmless.';
-
-ALTER TABLE claims ADD COLUMN event_key bigint;
-COMMENT ON COLUMN claims.event_key IS
-    'Where its packet.claimed event is: batch number * 2^24 + its place in the batch, found through claim_event_runs.first_key; NULL when the event is an events row (claims written one by one, or before migration 17).';
--- Batch numbers rise, so entries go to the index's right edge.
-CREATE UNIQUE INDEX claims_event_key_idx ON claims (event_key) WHERE event_key IS NOT NULL;
-COMMENT ON INDEX claims_event_key_idx IS
-    'Claims by event key: a run''s claim events in position order.';
+-- Now a batch the flusher appends writes one claim_event_runs row per
+-- envelope of the batch: the positions of that envelope's claim events,
+-- taken under the same lock as every other event's, the packets in position
+-- order, and the webhook delivery of the run. Positions stay gap-free and
+-- visible in commit order. Claims written one by one (the guarded
+-- statements, repairs through the packets view) and those flushed before
+-- this migration keep their events rows; nothing is moved.
 
 CREATE TABLE claim_event_runs (
     first_position    bigint      PRIMARY KEY CHECK (first_position > 0),
     last_position     bigint      NOT NULL,
     envelope_id       bigint      NOT NULL,
-    first_key         bigint      NOT NULL,
+    packet_ids        bigint[]    NOT NULL,
     created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
     delivered_through bigint      NOT NULL,
     delivered_at      timestamptz,
     attempts          integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     next_attempt_at   timestamptz,
     last_error        text,
-    CHECK (last_position >= first_position),
+    CHECK (cardinality(packet_ids) = last_position - first_position + 1),
     CHECK (delivered_through BETWEEN first_position - 1 AND last_position)
 );
 -- An envelope's runs with undelivered events; walked one envelope at a time
@@ -45,11 +30,11 @@ CREATE INDEX claim_event_runs_pending_idx ON claim_event_runs (envelope_id, firs
 CREATE INDEX claim_event_runs_envelope_idx ON claim_event_runs (envelope_id, first_position);
 
 COMMENT ON TABLE claim_event_runs IS
-    'The packet.claimed events of claims the flusher appended: one row per envelope per batch, its claims'' events at positions first_position..last_position, in event_key order. Read them with the claim_events view. Pruned after EVENTS_RETENTION like events.';
+    'The packet.claimed events of claims the flusher appended: one row per envelope per batch, its claims'' events at positions first_position..last_position, one per packet of packet_ids in that order. Read them with the claim_events view. Pruned after EVENTS_RETENTION like events.';
 COMMENT ON COLUMN claim_event_runs.first_position IS 'Position in the feed of its first claim event (take_event_ids: gap-free, visible in commit order).';
-COMMENT ON COLUMN claim_event_runs.last_position IS 'Position of its last claim event; the run holds last_position - first_position + 1 claims.';
+COMMENT ON COLUMN claim_event_runs.last_position IS 'Position of its last claim event.';
 COMMENT ON COLUMN claim_event_runs.envelope_id IS 'The envelope whose claims they are.';
-COMMENT ON COLUMN claim_event_runs.first_key IS 'claims.event_key of its first claim; the event at position p is the claim with event_key first_key + (p - first_position).';
+COMMENT ON COLUMN claim_event_runs.packet_ids IS 'The claimed packets, in position order (grab order): the event at position p is the claim of packet_ids[p - first_position + 1] (claims, by envelope_id and packet_id).';
 COMMENT ON COLUMN claim_event_runs.created_at IS 'When it was written (clock time under the position lock).';
 COMMENT ON COLUMN claim_event_runs.delivered_through IS 'Webhook delivery: position of the last event the receiver accepted, first_position - 1 before any. Events are delivered in order, so these are the run''s delivered ones.';
 COMMENT ON COLUMN claim_event_runs.delivered_at IS 'When the receiver accepted the event at delivered_through; NULL before any.';
@@ -62,17 +47,17 @@ COMMENT ON INDEX claim_event_runs_envelope_idx IS
     'An envelope''s runs in order: its events, and the retention of its rows.';
 
 -- The claim event at a position, as an events row (the row type of events);
--- no row when the position is not a claim event's. Two probes: the run (the
--- last one starting at or before the position), then its claim by key.
+-- no row when the position is not a claim event's. One probe: the run (the
+-- last one starting at or before the position).
 CREATE FUNCTION claim_event_at(pos bigint) RETURNS SETOF events
 LANGUAGE sql STABLE AS $$
-SELECT pos, 'packet.claimed'::event_type, r.envelope_id, c.packet_id, NULL::jsonb, r.created_at,
+SELECT pos, 'packet.claimed'::event_type, r.envelope_id, r.packet_ids[pos - r.first_position + 1], NULL::jsonb,
+       r.created_at,
        CASE WHEN pos <= r.delivered_through THEN r.delivered_at END,
        CASE WHEN pos = r.delivered_through + 1 THEN r.attempts ELSE 0 END,
        CASE WHEN pos = r.delivered_through + 1 THEN r.next_attempt_at END,
        CASE WHEN pos = r.delivered_through + 1 THEN r.last_error END
 FROM (SELECT * FROM claim_event_runs x WHERE x.first_position <= pos ORDER BY x.first_position DESC LIMIT 1) r
-JOIN claims c ON c.event_key = r.first_key + (pos - r.first_position)
 WHERE r.last_position >= pos
 $$;
 COMMENT ON FUNCTION claim_event_at(bigint) IS

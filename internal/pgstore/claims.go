@@ -1,12 +1,10 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,31 +92,18 @@ func amountsKnown(claims []Claim) bool {
 // appendClaims COPYs a batch into claims and adds it to its envelopes
 // (dbsqlc AddClaims), in one transaction that commits only if every claim
 // of the batch matched its packet: errRefused (or the unique indexes', or
-// an envelope's check, error) otherwise, with nothing written. The claims
-// are numbered envelope by envelope, in grab order within each, so that
-// each envelope's packet.claimed events are one run of consecutive event
-// keys (and positions). The planner setting and the statement share one
-// round trip after the COPY.
+// an envelope's check, error) otherwise, with nothing written. The planner
+// setting and the statement share one round trip after the COPY.
 func (s *Store) appendClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
-	claims = byEnvelope(claims)
-	keys := make([]int64, len(claims))
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = ApplyResult{}
-		q := s.q.WithTx(tx)
-		batchNo, err := q.NextClaimBatch(ctx)
-		if err != nil {
-			return err
-		}
-		for i := range keys {
-			keys[i] = batchNo<<eventKeyBits | int64(i)
-		}
-		if _, err := q.CopyClaims(ctx, copyRows(claims, keys)); err != nil {
+		if _, err := s.q.WithTx(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
 			return err
 		}
 		batch := &pgx.Batch{}
 		batch.Queue(dbsqlc.ClaimPlan)
-		queue(batch, dbsqlc.AddClaims, addParams(claims, keys)).Query(func(rows pgx.Rows) error {
+		queue(batch, dbsqlc.AddClaims, addParams(claims)).Query(func(rows pgx.Rows) error {
 			applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
 			collectApplied(applied, &res)
 			return err
@@ -135,22 +120,6 @@ func (s *Store) appendClaims(ctx context.Context, claims []Claim) (ApplyResult, 
 		return ApplyResult{}, fmt.Errorf("append %d claims: %w", len(claims), err)
 	}
 	return res, nil
-}
-
-// eventKeyBits is the room for a claim's place in its batch in its event
-// key (claims.event_key = batch << 24 | place): 16,777,216 claims, more
-// than FLUSH_BATCH_SIZE allows.
-const eventKeyBits = 24
-
-// byEnvelope is a copy of claims ordered by envelope, then by grab time and
-// packet, as appendClaims numbers them.
-func byEnvelope(claims []Claim) []Claim {
-	out := slices.Clone(claims)
-	slices.SortStableFunc(out, func(a, b Claim) int {
-		return cmp.Or(cmp.Compare(a.EnvelopeID, b.EnvelopeID), a.ClaimedAt.Compare(b.ClaimedAt),
-			cmp.Compare(a.PacketID, b.PacketID))
-	})
-	return out
 }
 
 // applyClaims applies the groups of claims guarded, one statement each,
@@ -245,13 +214,12 @@ func collectConflicts(rows []dbsqlc.RecordConflictsRow, res *ApplyResult) {
 	}
 }
 
-// copyRows lays a batch out as CopyClaims takes it: one row per claim,
-// with its event key.
-func copyRows(claims []Claim, keys []int64) []dbsqlc.CopyClaimsParams {
+// copyRows lays a batch out as CopyClaims takes it: one row per claim.
+func copyRows(claims []Claim) []dbsqlc.CopyClaimsParams {
 	rows := make([]dbsqlc.CopyClaimsParams, len(claims))
 	for i, c := range claims {
 		rows[i] = dbsqlc.CopyClaimsParams{EnvelopeID: c.EnvelopeID, PacketID: c.PacketID, UserID: c.UserID,
-			AmountCents: c.AmountCents, ClaimedAt: c.ClaimedAt, EventKey: &keys[i]}
+			AmountCents: c.AmountCents, ClaimedAt: c.ClaimedAt}
 		if c.OrderNo != "" {
 			rows[i].OrderNo = &claims[i].OrderNo
 		}
@@ -260,14 +228,13 @@ func copyRows(claims []Claim, keys []int64) []dbsqlc.CopyClaimsParams {
 }
 
 // addParams lays a batch out as AddClaims takes it: one array per column.
-func addParams(claims []Claim, keys []int64) dbsqlc.AddClaimsParams {
+func addParams(claims []Claim) dbsqlc.AddClaimsParams {
 	p := dbsqlc.AddClaimsParams{
 		EnvelopeIds: make([]int64, len(claims)),
 		PacketIds:   make([]int64, len(claims)),
 		Amounts:     make([]int64, len(claims)),
 		ClaimedAts:  make([]time.Time, len(claims)),
 		OrderNos:    make([]string, len(claims)),
-		EventKeys:   keys,
 	}
 	for i, c := range claims {
 		p.EnvelopeIds[i], p.PacketIds[i], p.Amounts[i], p.ClaimedAts[i], p.OrderNos[i] =

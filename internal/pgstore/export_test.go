@@ -43,25 +43,16 @@ func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([
 func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (int, error) {
 	stmt := dbsqlc.AddClaims[:strings.Index(dbsqlc.AddClaims, "), runs AS (")] +
 		")\nSELECT id, n, no_order, sold_out FROM changed"
-	claims = byEnvelope(claims)
-	keys := make([]int64, len(claims))
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		batchNo, err := dbsqlc.New(tx).NextClaimBatch(ctx)
-		if err != nil {
-			return err
-		}
-		for i := range keys {
-			keys[i] = batchNo<<eventKeyBits | int64(i)
-		}
-		if _, err := dbsqlc.New(tx).CopyClaims(ctx, copyRows(claims, keys)); err != nil {
+		if _, err := dbsqlc.New(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
 			return err
 		}
 		if err := dbsqlc.New(tx).ClaimPlan(ctx); err != nil {
 			return err
 		}
-		p := addParams(claims, keys)
-		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, p.Amounts, p.ClaimedAts, p.OrderNos, p.EventKeys)
+		p := addParams(claims)
+		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, p.Amounts, p.ClaimedAts, p.OrderNos)
 		if err != nil {
 			return err
 		}

@@ -75,14 +75,12 @@ SELECT sum(amount_cents)::bigint FROM p`, id, n, settled, settledAt, claimedN).S
 
 // asRun turns the packet.claimed events rows seed wrote for an envelope
 // into one run of claim events, as the flusher writes them: the same
-// positions (seed numbers them after the packets), the packets' ids as the
-// claims' event keys.
+// positions (seed numbers them after the packets), the packets in that order.
 func asRun(t testing.TB, pool *pgxpool.Pool, id int64) {
 	t.Helper()
-	exec(t, pool, `UPDATE claims SET event_key = packet_id WHERE envelope_id = $1`, id)
 	exec(t, pool, `WITH gone AS (DELETE FROM events WHERE envelope_id = $1 AND type = 'packet.claimed' RETURNING id, packet_id, created_at)
-        INSERT INTO claim_event_runs (first_position, last_position, envelope_id, first_key, created_at, delivered_through)
-        SELECT min(id), max(id), $1, min(packet_id), min(created_at), min(id) - 1 FROM gone`, id)
+        INSERT INTO claim_event_runs (first_position, last_position, envelope_id, packet_ids, created_at, delivered_through)
+        SELECT min(id), max(id), $1, array_agg(packet_id ORDER BY id), min(created_at), min(id) - 1 FROM gone`, id)
 }
 
 func exec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {

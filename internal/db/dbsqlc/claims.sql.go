@@ -12,12 +12,12 @@ import (
 
 const AddClaims = `-- name: AddClaims :many
 WITH input AS (
-    SELECT envelope_id, packet_id, amount_cents, claimed_at, nullif(order_no, '') AS order_no, event_key
+    SELECT envelope_id, packet_id, amount_cents, claimed_at, nullif(order_no, '') AS order_no
     FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::bigint[]),
-                    unnest($4::timestamptz[]), unnest($5::text[]), unnest($6::bigint[]))
-        AS t(envelope_id, packet_id, amount_cents, claimed_at, order_no, event_key)
+                    unnest($4::timestamptz[]), unnest($5::text[]))
+        AS t(envelope_id, packet_id, amount_cents, claimed_at, order_no)
 ), applied AS (
-    SELECT p.id, p.envelope_id, p.amount_cents, i.claimed_at, i.order_no, i.event_key
+    SELECT p.id, p.envelope_id, p.amount_cents, i.claimed_at, i.order_no
     FROM input i JOIN packet_pool p ON p.id = i.packet_id
     -- Wrapped so no index can serve it: the packet must be found by its
     -- id, one claim at a time, whatever the statistics say.
@@ -45,10 +45,10 @@ WITH input AS (
     RETURNING e.id, e.total_cents, e.count, t.n, t.no_order,
               (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
 ), runs AS (
-    -- One run per envelope: its claims' keys are consecutive (CopyClaims),
-    -- so its events are positions before + 1 .. before + n of the batch's.
-    SELECT envelope_id, min(event_key) AS first_key, count(*) AS n,
-           coalesce(sum(count(*)) OVER (ORDER BY min(event_key) ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
+    -- One run per envelope, envelope after envelope: its events are the
+    -- batch's positions before + 1 .. before + n, its packets in grab order.
+    SELECT envelope_id, array_agg(id ORDER BY claimed_at, id) AS packet_ids, count(*) AS n,
+           coalesce(sum(count(*)) OVER (ORDER BY envelope_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
                AS before
     FROM applied GROUP BY envelope_id
 ), new_events AS (
@@ -59,8 +59,8 @@ WITH input AS (
 )
 , event_base AS (SELECT take_event_ids((SELECT count(*) FROM applied) + count(*)) AS base FROM new_events)
 , run_rows AS (
-    INSERT INTO claim_event_runs (first_position, last_position, envelope_id, first_key, delivered_through)
-    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.first_key, b.base + r.before
+    INSERT INTO claim_event_runs (first_position, last_position, envelope_id, packet_ids, delivered_through)
+    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.packet_ids, b.base + r.before
     FROM runs r CROSS JOIN event_base b
 )
 , event_rows AS (
@@ -79,7 +79,6 @@ type AddClaimsParams struct {
 	Amounts     []int64
 	ClaimedAts  []time.Time
 	OrderNos    []string
-	EventKeys   []int64
 }
 
 type AddClaimsRow struct {
@@ -106,10 +105,9 @@ type AddClaimsRow struct {
 //
 // The same statement writes the events of what it applied. The claims'
 // packet.claimed events are not rows of their own: one claim_event_runs
-// row per envelope gives the positions of that envelope's claims, in
-// event key order (the claims carry their keys, consecutive per envelope:
-// CopyClaims). Then one envelope.sold_out events row per envelope it made
-// sold out. It returns one row per envelope it changed: the claims
+// row per envelope gives the positions of that envelope's claim events and
+// its packets in their order (grab order), envelope after envelope. Then
+// one envelope.sold_out events row per envelope it made sold out. It returns one row per envelope it changed: the claims
 // applied (n), those without their order number (no_order), and whether
 // it is now sold out.
 func (q *Queries) AddClaims(ctx context.Context, arg AddClaimsParams) ([]AddClaimsRow, error) {
@@ -119,7 +117,6 @@ func (q *Queries) AddClaims(ctx context.Context, arg AddClaimsParams) ([]AddClai
 		arg.Amounts,
 		arg.ClaimedAts,
 		arg.OrderNos,
-		arg.EventKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -287,21 +284,6 @@ type CopyClaimsParams struct {
 	AmountCents int64
 	ClaimedAt   time.Time
 	OrderNo     *string
-	EventKey    *int64
-}
-
-const NextClaimBatch = `-- name: NextClaimBatch :one
-SELECT nextval('claim_batch_seq')::bigint AS batch
-`
-
-// NextClaimBatch numbers a batch CopyClaims appends: its claims' event keys
-// are batch * 2^24 + their place in it (a batch holds at most
-// FLUSH_BATCH_SIZE, 100,000, claims).
-func (q *Queries) NextClaimBatch(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, NextClaimBatch)
-	var batch int64
-	err := row.Scan(&batch)
-	return batch, err
 }
 
 const RecordConflicts = `-- name: RecordConflicts :many

@@ -35,7 +35,6 @@ func (r iteratorForCopyClaims) Values() ([]interface{}, error) {
 		r.rows[0].AmountCents,
 		r.rows[0].ClaimedAt,
 		r.rows[0].OrderNo,
-		r.rows[0].EventKey,
 	}, nil
 }
 
@@ -49,11 +48,8 @@ func (r iteratorForCopyClaims) Err() error {
 // already claimed, an order number in use, a user already holding a packet
 // of the envelope), or a replay after a crash, is refused as a whole by the
 // unique indexes, and the caller sends it again with ApplyClaimsGuarded.
-// event_key places the claim's packet.claimed event (AddClaims writes its
-// run): the caller numbers a batch's claims envelope by envelope, so that
-// each envelope's are consecutive keys.
 func (q *Queries) CopyClaims(ctx context.Context, arg []CopyClaimsParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"claims"}, []string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no", "event_key"}, &iteratorForCopyClaims{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"claims"}, []string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no"}, &iteratorForCopyClaims{rows: arg})
 }
 
 // iteratorForInsertPackets implements pgx.CopyFromSource.

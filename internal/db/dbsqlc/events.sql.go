@@ -113,19 +113,21 @@ const EventsAfter = `-- name: EventsAfter :many
 WITH arg AS (
     SELECT $1::bigint AS after, $2::int AS max_rows
 ), runs AS (
-    SELECT r.first_position, r.last_position, r.envelope_id, r.first_key, r.created_at,
+    SELECT r.first_position, r.last_position, r.envelope_id, r.packet_ids, r.created_at,
            r.delivered_through, r.attempts, greatest(r.first_position, a.after + 1) AS from_position
-    FROM ((SELECT first_position, last_position, envelope_id, first_key, created_at, delivered_through, attempts FROM claim_event_runs x
+    FROM ((SELECT first_position, last_position, envelope_id, packet_ids, created_at, delivered_through, attempts
+           FROM claim_event_runs x
            WHERE x.first_position <= $1::bigint
            ORDER BY x.first_position DESC LIMIT 1)
           UNION ALL
-          (SELECT first_position, last_position, envelope_id, first_key, created_at, delivered_through, attempts FROM claim_event_runs y
+          (SELECT first_position, last_position, envelope_id, packet_ids, created_at, delivered_through, attempts
+           FROM claim_event_runs y
            WHERE y.first_position > $1::bigint
            ORDER BY y.first_position LIMIT $2::int)) r
     CROSS JOIN arg a
     WHERE r.last_position > a.after
 ), counted AS (
-    SELECT r.first_position, r.last_position, r.envelope_id, r.first_key, r.created_at,
+    SELECT r.first_position, r.last_position, r.envelope_id, r.packet_ids, r.created_at,
            r.delivered_through, r.attempts, r.from_position,
            coalesce(sum(r.last_position - r.from_position + 1) OVER (ORDER BY r.first_position
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint AS before
@@ -134,14 +136,13 @@ WITH arg AS (
     (SELECT e.id, e.type, e.envelope_id, e.packet_id, e.data, e.created_at, e.attempts
      FROM events e WHERE e.id > $1::bigint ORDER BY e.id LIMIT $2::int)
     UNION ALL
-    SELECT r.first_position + (c.event_key - r.first_key), 'packet.claimed'::event_type, r.envelope_id,
-           c.packet_id, NULL::jsonb, r.created_at,
-           CASE WHEN r.first_position + (c.event_key - r.first_key) = r.delivered_through + 1 THEN r.attempts ELSE 0 END
+    SELECT r.from_position + c.i - 1, 'packet.claimed'::event_type, r.envelope_id, c.packet_id, NULL::jsonb,
+           r.created_at,
+           CASE WHEN r.from_position + c.i - 1 = r.delivered_through + 1 THEN r.attempts ELSE 0 END
     FROM counted r CROSS JOIN arg a CROSS JOIN LATERAL (
-        SELECT k.event_key, k.packet_id FROM claims k
-        WHERE k.event_key BETWEEN r.first_key + (r.from_position - r.first_position)
-                              AND r.first_key + (r.last_position - r.first_position)
-        ORDER BY k.event_key LIMIT a.max_rows - r.before) c
+        SELECT k.packet_id, k.i
+        FROM unnest(r.packet_ids[r.from_position - r.first_position + 1:]) WITH ORDINALITY AS k(packet_id, i)
+        ORDER BY k.i LIMIT a.max_rows - r.before) c
     WHERE r.before < a.max_rows
 ), page AS (
     SELECT f.id, f.type, f.envelope_id, f.packet_id, f.data, f.created_at, f.attempts

@@ -26,8 +26,8 @@ const eventsTail = `
 const claimRunsTail = `
 , event_base AS (SELECT take_event_ids((SELECT count(*) FROM applied) + count(*)) AS base FROM new_events)
 , run_rows AS (
-    INSERT INTO claim_event_runs (first_position, last_position, envelope_id, first_key, delivered_through)
-    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.first_key, b.base + r.before
+    INSERT INTO claim_event_runs (first_position, last_position, envelope_id, packet_ids, delivered_through)
+    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.packet_ids, b.base + r.before
     FROM runs r CROSS JOIN event_base b
 )
 , event_rows AS (

@@ -60,8 +60,6 @@ type Claim struct {
 	ClaimedAt time.Time
 	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL only when it was lost to a conflict (claim_conflicts, order_no_in_use).
 	OrderNo *string
-	// Where its packet.claimed event is: batch number * 2^24 + its place in the batch, found through claim_event_runs.first_key; NULL when the event is an events row (claims written one by one, or before migration 17).
-	EventKey *int64
 }
 
 // Claims from Redis that the flusher did not apply because PostgreSQL says otherwise (or applied without their order number). One row per (envelope, packet, user); kept for an operator.
@@ -106,16 +104,16 @@ type ClaimEvent struct {
 	LastError *string
 }
 
-// The packet.claimed events of claims the flusher appended: one row per envelope per batch, its claims' events at positions first_position..last_position, in event_key order. Read them with the claim_events view. Pruned after EVENTS_RETENTION like events.
+// The packet.claimed events of claims the flusher appended: one row per envelope per batch, its claims' events at positions first_position..last_position, one per packet of packet_ids in that order. Read them with the claim_events view. Pruned after EVENTS_RETENTION like events.
 type ClaimEventRun struct {
 	// Position in the feed of its first claim event (take_event_ids: gap-free, visible in commit order).
 	FirstPosition int64
-	// Position of its last claim event; the run holds last_position - first_position + 1 claims.
+	// Position of its last claim event.
 	LastPosition int64
 	// The envelope whose claims they are.
 	EnvelopeID int64
-	// claims.event_key of its first claim; the event at position p is the claim with event_key first_key + (p - first_position).
-	FirstKey int64
+	// The claimed packets, in position order (grab order): the event at position p is the claim of packet_ids[p - first_position + 1] (claims, by envelope_id and packet_id).
+	PacketIds []int64
 	// When it was written (clock time under the position lock).
 	CreatedAt time.Time
 	// Webhook delivery: position of the last event the receiver accepted, first_position - 1 before any. Events are delivered in order, so these are the run's delivered ones.

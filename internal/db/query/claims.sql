@@ -20,17 +20,8 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_mergejoin',
 -- already claimed, an order number in use, a user already holding a packet
 -- of the envelope), or a replay after a crash, is refused as a whole by the
 -- unique indexes, and the caller sends it again with ApplyClaimsGuarded.
--- event_key places the claim's packet.claimed event (AddClaims writes its
--- run): the caller numbers a batch's claims envelope by envelope, so that
--- each envelope's are consecutive keys.
-INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no, event_key)
-VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_no, @event_key);
-
--- name: NextClaimBatch :one
--- NextClaimBatch numbers a batch CopyClaims appends: its claims' event keys
--- are batch * 2^24 + their place in it (a batch holds at most
--- FLUSH_BATCH_SIZE, 100,000, claims).
-SELECT nextval('claim_batch_seq')::bigint AS batch;
+INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
+VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_no);
 
 -- name: AddClaims :many
 -- AddClaims adds the claims CopyClaims appended to their envelopes'
@@ -50,19 +41,18 @@ SELECT nextval('claim_batch_seq')::bigint AS batch;
 --
 -- The same statement writes the events of what it applied. The claims'
 -- packet.claimed events are not rows of their own: one claim_event_runs
--- row per envelope gives the positions of that envelope's claims, in
--- event key order (the claims carry their keys, consecutive per envelope:
--- CopyClaims). Then one envelope.sold_out events row per envelope it made
--- sold out. It returns one row per envelope it changed: the claims
+-- row per envelope gives the positions of that envelope's claim events and
+-- its packets in their order (grab order), envelope after envelope. Then
+-- one envelope.sold_out events row per envelope it made sold out. It returns one row per envelope it changed: the claims
 -- applied (n), those without their order number (no_order), and whether
 -- it is now sold out.
 WITH input AS (
-    SELECT envelope_id, packet_id, amount_cents, claimed_at, nullif(order_no, '') AS order_no, event_key
+    SELECT envelope_id, packet_id, amount_cents, claimed_at, nullif(order_no, '') AS order_no
     FROM ROWS FROM (unnest(@envelope_ids::bigint[]), unnest(@packet_ids::bigint[]), unnest(@amounts::bigint[]),
-                    unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]), unnest(@event_keys::bigint[]))
-        AS t(envelope_id, packet_id, amount_cents, claimed_at, order_no, event_key)
+                    unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]))
+        AS t(envelope_id, packet_id, amount_cents, claimed_at, order_no)
 ), applied AS (
-    SELECT p.id, p.envelope_id, p.amount_cents, i.claimed_at, i.order_no, i.event_key
+    SELECT p.id, p.envelope_id, p.amount_cents, i.claimed_at, i.order_no
     FROM input i JOIN packet_pool p ON p.id = i.packet_id
     -- Wrapped so no index can serve it: the packet must be found by its
     -- id, one claim at a time, whatever the statistics say.
@@ -90,10 +80,10 @@ WITH input AS (
     RETURNING e.id, e.total_cents, e.count, t.n, t.no_order,
               (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
 ), runs AS (
-    -- One run per envelope: its claims' keys are consecutive (CopyClaims),
-    -- so its events are positions before + 1 .. before + n of the batch's.
-    SELECT envelope_id, min(event_key) AS first_key, count(*) AS n,
-           coalesce(sum(count(*)) OVER (ORDER BY min(event_key) ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
+    -- One run per envelope, envelope after envelope: its events are the
+    -- batch's positions before + 1 .. before + n, its packets in grab order.
+    SELECT envelope_id, array_agg(id ORDER BY claimed_at, id) AS packet_ids, count(*) AS n,
+           coalesce(sum(count(*)) OVER (ORDER BY envelope_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
                AS before
     FROM applied GROUP BY envelope_id
 ), new_events AS (
@@ -104,8 +94,8 @@ WITH input AS (
 )
 , event_base AS (SELECT take_event_ids((SELECT count(*) FROM applied) + count(*)) AS base FROM new_events)
 , run_rows AS (
-    INSERT INTO claim_event_runs (first_position, last_position, envelope_id, first_key, delivered_through)
-    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.first_key, b.base + r.before
+    INSERT INTO claim_event_runs (first_position, last_position, envelope_id, packet_ids, delivered_through)
+    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.packet_ids, b.base + r.before
     FROM runs r CROSS JOIN event_base b
 )
 , event_rows AS (
