@@ -19,9 +19,8 @@ import (
 // many claim-shaped rows. Nothing of the prototypes ships: their tables live
 // only in the benchmark's database, to tell what a redesign would gain.
 //
-//   - shipped: the shipped ApplyClaims (claims COPYed with their event
-//     keys and checked against their packets, a run of claim events per
-//     envelope). The designs below were its prototypes; the figures of the
+//   - shipped: the shipped ApplyClaims (claims COPYed and checked against
+//     their packets, a run of claim events per envelope). The designs below were its prototypes; the figures of the
 //     update design it replaced, of positions on the packet rows and of an
 //     event row per claim (migration 16) are in BENCHMARKS.md.
 //   - shipped-no-events: the same with the statement after the COPY cut
