@@ -60,7 +60,7 @@ type Totals struct {
 	Packets       int64
 	Recipients    int64 // envelope_recipients rows (not counted by a dry run)
 	Commitments   int64 // split_commitments rows (not counted by a dry run)
-	Events        int64 // events rows (not counted by a dry run)
+	Events        int64 // events: rows, and the claim events of runs (not counted by a dry run)
 	Conflicts     int64 // claim_conflicts rows (not counted by a dry run)
 }
 

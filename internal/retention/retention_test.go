@@ -162,6 +162,30 @@ func TestDeliveredOnlyWaitsForTheWebhook(t *testing.T) {
 	}
 }
 
+// The claim events of runs hold an envelope back the same way: it stays
+// while its run is not delivered to its last event, and goes once it is.
+func TestDeliveredOnlyWaitsForClaimRuns(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	seed(t, pool, 1, 4, "settled", now.Add(-48*time.Hour))
+	asRun(t, pool, 1) // its 2 claim events, undelivered; its settled event is delivered
+	exec(t, pool, `UPDATE claim_event_runs SET delivered_through = first_position, delivered_at = $1`, now)
+	o := options(t, 24*time.Hour)
+	o.DeliveredOnly = true
+	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 0 {
+		t.Fatalf("run: %+v, %v; want envelope 1, its run half delivered, kept", res, err)
+	}
+	exec(t, pool, `UPDATE claim_event_runs SET delivered_through = last_position`)
+	res, err := Run(t.Context(), pool, o)
+	if err != nil || res.Removed.Envelopes != 1 || res.Removed.Events != 3 {
+		t.Errorf("run: %+v, %v; want envelope 1 removed with its 2 claim events and its settled event", res, err)
+	}
+	var runs int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM claim_event_runs`).Scan(&runs); err != nil || runs != 0 {
+		t.Errorf("%d runs left, %v", runs, err)
+	}
+}
+
 // An envelope given up while loading (failed: nothing offered, everything
 // refunded) is final too: it is archived and removed with the settled ones
 // once its settlement is older than the retention, and a recent one stays.
