@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/pgstore"
 )
 
@@ -117,4 +118,63 @@ func mustApply(t *testing.T, s *pgstore.Store, claims ...pgstore.Claim) pgstore.
 		t.Fatalf("ApplyClaims: %v", err)
 	}
 	return res
+}
+
+// AddClaims changes nothing, and returns no rows, unless every claim of
+// every run matches its packet and the runs cover the batch exactly; the
+// caller then refuses the batch. Each case is what a mistake in laying a
+// batch out would send.
+func TestAddClaimsChangesNothingUnlessEveryRunMatches(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	open(t, s, 2, 200, []int64{5, 5})
+	run := func(envelope int64, packets, amounts []int64) dbsqlc.AddClaimsParams {
+		p := dbsqlc.AddClaimsParams{PacketIds: packets, Amounts: amounts, RunEnvelopeIds: []int64{envelope},
+			RunCounts: []int64{int64(len(packets))}, RunBestIds: []int64{packets[0]},
+			RunBestCents: []int64{amounts[0]}, RunNoOrders: []int64{0}}
+		for _, a := range amounts {
+			p.RunCents = append(p.RunCents, 0)
+			p.RunCents[0] += a
+		}
+		return p
+	}
+	short := run(1, []int64{100, 101}, []int64{10, 20})
+	short.RunCounts = []int64{1}
+	long := run(1, []int64{100}, []int64{10})
+	long.RunCounts = []int64{2}
+	fewerAmounts := run(1, []int64{100, 101}, []int64{10, 20})
+	fewerAmounts.Amounts = []int64{10}
+	cases := map[string]dbsqlc.AddClaimsParams{
+		"a run shorter than the batch": short,
+		"a run longer than the batch":  long,
+		"fewer amounts than packets":   fewerAmounts,
+		"another amount":               run(1, []int64{100, 101}, []int64{10, 21}),
+		"another envelope's packet":    run(2, []int64{200, 102}, []int64{5, 30}),
+		"no such packet":               run(1, []int64{100, 999}, []int64{10, 20}),
+	}
+	for name, p := range cases {
+		tx, err := pool.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := dbsqlc.New(tx).AddClaims(t.Context(), p)
+		var runs int64
+		if err == nil {
+			err = tx.QueryRow(t.Context(), `SELECT count(*) FROM claim_event_runs`).Scan(&runs)
+		}
+		if err != nil || len(rows) != 0 || runs != 0 {
+			t.Errorf("%s: AddClaims = %+v, %v, and %d runs; want nothing changed", name, rows, err, runs)
+		}
+		if err := tx.Rollback(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := dbsqlc.New(pool).AddClaims(t.Context(), run(1, []int64{101, 100}, []int64{20, 10}))
+	if err != nil || len(rows) != 1 || rows[0].N != 2 {
+		t.Fatalf("AddClaims of a matching run = %+v, %v; want envelope 1 with 2 claims", rows, err)
+	}
+	if n := count(t, pool, `SELECT cardinality(packet_ids) FROM claim_event_runs WHERE envelope_id = 1`); n != 2 {
+		t.Errorf("the run holds %d packets, want 2", n)
+	}
 }

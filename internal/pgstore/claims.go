@@ -1,10 +1,12 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -179,12 +181,17 @@ func (s *Store) applyClaims(ctx context.Context, groups [][]Claim) (ApplyResult,
 // generated parameter struct as the arguments: sqlc declares them in the
 // order of the query's parameters ($1, $2, ...).
 func queue(b *pgx.Batch, query string, params any) *pgx.QueuedQuery {
+	return b.Queue(query, args(params)...)
+}
+
+// args lists the fields of a generated parameter struct in order.
+func args(params any) []any {
 	v := reflect.ValueOf(params)
-	args := make([]any, v.NumField())
-	for i := range args {
-		args[i] = v.Field(i).Interface()
+	out := make([]any, v.NumField())
+	for i := range out {
+		out[i] = v.Field(i).Interface()
 	}
-	return b.Queue(query, args...)
+	return out
 }
 
 // collectApplied adds a statement's applied claims to res and returns how
@@ -227,18 +234,40 @@ func copyRows(claims []Claim) []dbsqlc.CopyClaimsParams {
 	return rows
 }
 
-// addParams lays a batch out as AddClaims takes it: one array per column.
+// addParams lays a batch out as AddClaims takes it: one run per envelope,
+// in ascending envelope id, with its sums and best claim, and the packets
+// and amounts of the runs one after another, each run's in grab order
+// (claimed_at, then packet id): the order of its claim events.
 func addParams(claims []Claim) dbsqlc.AddClaimsParams {
-	p := dbsqlc.AddClaimsParams{
-		EnvelopeIds: make([]int64, len(claims)),
-		PacketIds:   make([]int64, len(claims)),
-		Amounts:     make([]int64, len(claims)),
-		ClaimedAts:  make([]time.Time, len(claims)),
-		OrderNos:    make([]string, len(claims)),
+	sorted := make([]*Claim, len(claims))
+	for i := range claims {
+		sorted[i] = &claims[i]
 	}
-	for i, c := range claims {
-		p.EnvelopeIds[i], p.PacketIds[i], p.Amounts[i], p.ClaimedAts[i], p.OrderNos[i] =
-			c.EnvelopeID, c.PacketID, c.AmountCents, c.ClaimedAt, c.OrderNo
+	slices.SortFunc(sorted, func(a, b *Claim) int {
+		return cmp.Or(cmp.Compare(a.EnvelopeID, b.EnvelopeID), a.ClaimedAt.Compare(b.ClaimedAt),
+			cmp.Compare(a.PacketID, b.PacketID))
+	})
+	p := dbsqlc.AddClaimsParams{PacketIds: make([]int64, len(sorted)), Amounts: make([]int64, len(sorted))}
+	for i, c := range sorted {
+		p.PacketIds[i], p.Amounts[i] = c.PacketID, c.AmountCents
+		last := len(p.RunEnvelopeIds) - 1
+		if last < 0 || p.RunEnvelopeIds[last] != c.EnvelopeID {
+			p.RunEnvelopeIds = append(p.RunEnvelopeIds, c.EnvelopeID)
+			p.RunCounts = append(p.RunCounts, 0)
+			p.RunCents = append(p.RunCents, 0)
+			p.RunBestIds = append(p.RunBestIds, c.PacketID)
+			p.RunBestCents = append(p.RunBestCents, c.AmountCents)
+			p.RunNoOrders = append(p.RunNoOrders, 0)
+			last++
+		}
+		p.RunCounts[last]++
+		p.RunCents[last] += c.AmountCents
+		if c.AmountCents > p.RunBestCents[last] || c.AmountCents == p.RunBestCents[last] && c.PacketID > p.RunBestIds[last] {
+			p.RunBestIds[last], p.RunBestCents[last] = c.PacketID, c.AmountCents
+		}
+		if c.OrderNo == "" {
+			p.RunNoOrders[last]++
+		}
 	}
 	return p
 }

@@ -441,22 +441,25 @@ func TestApplyClaimsOrderNoInUse(t *testing.T) {
 	}
 }
 
-// TestClaimStatementsShareTheirTail keeps the two claim statements one
-// statement after what each applies: AddClaims and ApplyClaimsGuarded add
-// to the envelopes with the same text (their events differ: AddClaims
-// writes runs of claim events, ApplyClaimsGuarded events rows).
+// TestClaimStatementsShareTheirTail keeps the two claim statements adding
+// to the envelopes with the same text: how claimed cents, status and the
+// luckiest grab move, and what they return. Their inputs differ (AddClaims
+// takes its runs' sums from the caller, ApplyClaimsGuarded sums what it
+// inserted) and so do their events (AddClaims writes runs of claim events,
+// ApplyClaimsGuarded events rows).
 func TestClaimStatementsShareTheirTail(t *testing.T) {
 	t.Parallel()
-	sums := func(name, q string, end string) string {
-		i, j := strings.Index(q, "), totals AS ("), strings.Index(q, end)
-		if i < 0 || j < i {
-			t.Fatalf("%s has no totals, or no %q after them", name, end)
+	update := func(name, q string) string {
+		i, j := strings.Index(q, "    UPDATE envelopes e\n"), strings.Index(q, "    FROM runs r\n")
+		k := strings.Index(q, "    RETURNING e.id,")
+		end := strings.Index(q, "), new_events AS (")
+		if i < 0 || j < i || k < j || end < k {
+			t.Fatalf("%s has no UPDATE envelopes e ... FROM runs r ... RETURNING before its events", name)
 		}
-		return q[i:j]
+		return q[i:j] + q[k:end]
 	}
-	a := sums("AddClaims", dbsqlc.AddClaims, "), runs AS (")
-	g := sums("ApplyClaimsGuarded", dbsqlc.ApplyClaimsGuarded, "), new_events AS (")
+	a, g := update("AddClaims", dbsqlc.AddClaims), update("ApplyClaimsGuarded", dbsqlc.ApplyClaimsGuarded)
 	if a != g {
-		t.Fatalf("AddClaims and ApplyClaimsGuarded differ after what they apply:\n%s\nvs\n%s", a, g)
+		t.Fatalf("AddClaims and ApplyClaimsGuarded add to the envelopes differently:\n%s\nvs\n%s", a, g)
 	}
 }

@@ -41,7 +41,7 @@ func WriteTestEvents(ctx context.Context, tx pgx.Tx, envelopeID int64, n int) ([
 // statement after the COPY cut before its events: a same-run reference for
 // what writing the events costs. It returns how many claims it applied.
 func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (int, error) {
-	stmt := dbsqlc.AddClaims[:strings.Index(dbsqlc.AddClaims, "), runs AS (")] +
+	stmt := dbsqlc.AddClaims[:strings.Index(dbsqlc.AddClaims, "), new_events AS (")] +
 		")\nSELECT id, n, no_order, sold_out FROM changed"
 	var res ApplyResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -51,8 +51,7 @@ func (s *Store) ApplyClaimsWithoutEvents(ctx context.Context, claims []Claim) (i
 		if err := dbsqlc.New(tx).ClaimPlan(ctx); err != nil {
 			return err
 		}
-		p := addParams(claims)
-		rows, err := tx.Query(ctx, stmt, p.EnvelopeIds, p.PacketIds, p.Amounts, p.ClaimedAts, p.OrderNos)
+		rows, err := tx.Query(ctx, stmt, args(addParams(claims))...)
 		if err != nil {
 			return err
 		}

@@ -11,61 +11,60 @@ import (
 )
 
 const AddClaims = `-- name: AddClaims :many
-WITH input AS (
-    SELECT envelope_id, packet_id, amount_cents, claimed_at, nullif(order_no, '') AS order_no
-    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::bigint[]),
-                    unnest($4::timestamptz[]), unnest($5::text[]))
-        AS t(envelope_id, packet_id, amount_cents, claimed_at, order_no)
-), applied AS (
-    SELECT p.id, p.envelope_id, p.amount_cents, i.claimed_at, i.order_no
-    FROM input i JOIN packet_pool p ON p.id = i.packet_id
+WITH arg AS (
+    SELECT $1::bigint[] AS packet_ids, $2::bigint[] AS amounts
+), runs AS (
+    SELECT r.envelope_id, r.n, r.cents, r.best_id, r.best_cents, r.no_order,
+           coalesce(sum(r.n) OVER (ORDER BY r.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
+               AS start
+    FROM ROWS FROM (unnest($3::bigint[]), unnest($4::bigint[]), unnest($5::bigint[]),
+                    unnest($6::bigint[]), unnest($7::bigint[]), unnest($8::bigint[]))
+        WITH ORDINALITY AS r(envelope_id, n, cents, best_id, best_cents, no_order, ord)
+), checked AS (
     -- Wrapped so no index can serve it: the packet must be found by its
     -- id, one claim at a time, whatever the statistics say.
-    WHERE (p.envelope_id = i.envelope_id AND p.amount_cents = i.amount_cents AND p.refunded_at IS NULL) IS TRUE
-), totals AS (
-    -- One row per envelope: its sums, and its best claim of the batch (the
-    -- first in the window's order), from one sort and no join.
-    SELECT DISTINCT ON (envelope_id) envelope_id, id AS best_id, amount_cents AS best_cents,
-           (sum(amount_cents) OVER w)::bigint AS cents, count(*) OVER w AS n,
-           count(*) FILTER (WHERE order_no IS NULL) OVER w AS no_order
-    FROM applied
-    WINDOW w AS (PARTITION BY envelope_id)
-    ORDER BY envelope_id, amount_cents DESC, id DESC
+    SELECT count(*) AS matched
+    FROM runs r CROSS JOIN arg a
+    CROSS JOIN LATERAL ROWS FROM (unnest(a.packet_ids[r.start + 1 : r.start + r.n]),
+                                  unnest(a.amounts[r.start + 1 : r.start + r.n])) AS i(packet_id, amount_cents)
+    JOIN packet_pool p ON p.id = i.packet_id
+    WHERE (p.envelope_id = r.envelope_id AND p.amount_cents = i.amount_cents AND p.refunded_at IS NULL) IS TRUE
+), whole AS (
+    -- Every claim matched, and the runs cover the flat arrays exactly.
+    SELECT (SELECT matched FROM checked) = cardinality(a.packet_ids)
+           AND (SELECT coalesce(sum(n), 0) FROM runs) = cardinality(a.packet_ids) AS ok
+    FROM arg a
 ), changed AS (
     UPDATE envelopes e
-    SET claimed_cents = e.claimed_cents + t.cents,
-        status = CASE WHEN e.status = 'open' AND e.claimed_cents + t.cents = e.total_cents
+    SET claimed_cents = e.claimed_cents + r.cents,
+        status = CASE WHEN e.status = 'open' AND e.claimed_cents + r.cents = e.total_cents
                       THEN 'sold_out' ELSE e.status END,
         best_packet_id = CASE WHEN e.best_packet_id IS NULL
-                                   OR (t.best_cents, t.best_id) > (e.best_amount_cents, e.best_packet_id)
-                              THEN t.best_id ELSE e.best_packet_id END,
-        best_amount_cents = greatest(e.best_amount_cents, t.best_cents)
-    FROM totals t
-    WHERE e.id = t.envelope_id
-    RETURNING e.id, e.total_cents, e.count, t.n, t.no_order,
+                                   OR (r.best_cents, r.best_id) > (e.best_amount_cents, e.best_packet_id)
+                              THEN r.best_id ELSE e.best_packet_id END,
+        best_amount_cents = greatest(e.best_amount_cents, r.best_cents)
+    FROM runs r
+    WHERE e.id = r.envelope_id AND (SELECT ok FROM whole)
+    RETURNING e.id, e.total_cents, e.count, r.n::bigint AS n, r.no_order::bigint AS no_order,
               (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
-), runs AS (
-    -- One run per envelope, envelope after envelope: its events are the
-    -- batch's positions before + 1 .. before + n, its packets in grab order.
-    SELECT envelope_id, array_agg(id ORDER BY claimed_at, id) AS packet_ids, count(*) AS n,
-           coalesce(sum(count(*)) OVER (ORDER BY envelope_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
-               AS before
-    FROM applied GROUP BY envelope_id
 ), new_events AS (
     SELECT 2 AS kind, now() AS at, c.id AS ref, 'envelope.sold_out'::event_type AS type, c.id AS envelope_id,
            NULL::bigint AS packet_id,
            jsonb_build_object('envelope_id', c.id, 'count', c.count, 'total_cents', c.total_cents) AS data
     FROM changed c WHERE c.sold_out
 )
-, event_base AS (SELECT take_event_ids((SELECT count(*) FROM applied) + count(*)) AS base FROM new_events)
+, event_base AS (
+    SELECT take_event_ids((SELECT coalesce(sum(n), 0) FROM changed)::bigint + count(*)) AS base FROM new_events
+)
 , run_rows AS (
     INSERT INTO claim_event_runs (first_position, last_position, envelope_id, packet_ids, delivered_through)
-    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.packet_ids, b.base + r.before
-    FROM runs r CROSS JOIN event_base b
+    SELECT b.base + r.start + 1, b.base + r.start + r.n, r.envelope_id, a.packet_ids[r.start + 1 : r.start + r.n],
+           b.base + r.start
+    FROM runs r JOIN changed c ON c.id = r.envelope_id CROSS JOIN arg a CROSS JOIN event_base b
 )
 , event_rows AS (
     INSERT INTO events (id, type, envelope_id, packet_id, data)
-    SELECT b.base + (SELECT count(*) FROM applied) + row_number() OVER (ORDER BY n.kind, n.at, n.ref),
+    SELECT b.base + (SELECT sum(n) FROM changed)::bigint + row_number() OVER (ORDER BY n.kind, n.at, n.ref),
            n.type, n.envelope_id, n.packet_id, n.data
     FROM new_events n CROSS JOIN event_base b
     RETURNING id
@@ -74,11 +73,14 @@ SELECT id, n, no_order, sold_out FROM changed
 `
 
 type AddClaimsParams struct {
-	EnvelopeIds []int64
-	PacketIds   []int64
-	Amounts     []int64
-	ClaimedAts  []time.Time
-	OrderNos    []string
+	PacketIds      []int64
+	Amounts        []int64
+	RunEnvelopeIds []int64
+	RunCounts      []int64
+	RunCents       []int64
+	RunBestIds     []int64
+	RunBestCents   []int64
+	RunNoOrders    []int64
 }
 
 type AddClaimsRow struct {
@@ -88,14 +90,22 @@ type AddClaimsRow struct {
 	SoldOut bool
 }
 
-// AddClaims adds the claims CopyClaims appended to their envelopes'
-// claimed cents, in one statement, and writes their events. Each claim is
-// checked against its packet (one primary-key probe, nothing written): the
-// claims whose packet exists, belongs to their envelope, has their amount
-// and was not refunded are the applied ones, and the caller refuses the
-// batch (rolls it back and sends it guarded) unless all of them are. A
-// refund that commits while the batch waits for an envelope's row makes
-// the envelope's cents exceed its total, which its check refuses.
+// AddClaims adds the claims CopyClaims appended to their envelopes, in one
+// statement, and writes their events. The caller gives the batch one run per
+// envelope, in ascending envelope id: the envelope, how many claims (n), their
+// cents, the best claim (the largest amount, the higher packet id on a tie),
+// how many go without an order number (no_order), and, sliced from the flat
+// arrays packet_ids and amounts, that envelope's packets in grab order with
+// their amounts. Computing the sums in the caller leaves the statement one
+// primary-key probe per claim and nothing else per claim.
+//
+// The probe checks each claim against its packet (nothing written there):
+// the packet exists, belongs to the run's envelope, has the claim's amount
+// and was not refunded. Unless every claim of every run matches, and the
+// runs hold exactly the flat arrays, no envelope changes and the statement
+// returns no rows: the caller refuses the batch (rolls it back and sends it
+// guarded). A refund that commits while the batch waits for an envelope's
+// row makes the envelope's cents exceed its total, which its check refuses.
 //
 // An envelope whose claimed cents reach its total is sold out: every
 // packet is at least 1 cent, so that happens exactly when all are claimed.
@@ -103,20 +113,22 @@ type AddClaimsRow struct {
 // claim when that is larger, or as large and handed out earlier (a higher
 // id).
 //
-// The same statement writes the events of what it applied. The claims'
-// packet.claimed events are not rows of their own: one claim_event_runs
-// row per envelope gives the positions of that envelope's claim events and
-// its packets in their order (grab order), envelope after envelope. Then
-// one envelope.sold_out events row per envelope it made sold out. It returns one row per envelope it changed: the claims
-// applied (n), those without their order number (no_order), and whether
-// it is now sold out.
+// The claims' packet.claimed events are not rows of their own: one
+// claim_event_runs row per envelope gives the positions of that envelope's
+// claim events and its packets in their order, run after run. Then one
+// envelope.sold_out events row per envelope it made sold out. It returns
+// one row per envelope it changed: the claims applied (n), those without
+// their order number (no_order), and whether it is now sold out.
 func (q *Queries) AddClaims(ctx context.Context, arg AddClaimsParams) ([]AddClaimsRow, error) {
 	rows, err := q.db.Query(ctx, AddClaims,
-		arg.EnvelopeIds,
 		arg.PacketIds,
 		arg.Amounts,
-		arg.ClaimedAts,
-		arg.OrderNos,
+		arg.RunEnvelopeIds,
+		arg.RunCounts,
+		arg.RunCents,
+		arg.RunBestIds,
+		arg.RunBestCents,
+		arg.RunNoOrders,
 	)
 	if err != nil {
 		return nil, err
@@ -158,7 +170,7 @@ WITH input AS (
     RETURNING packet_id AS id, envelope_id, amount_cents, claimed_at, order_no
 ), applied AS (
     SELECT id, envelope_id, amount_cents, claimed_at, order_no FROM inserted
-), totals AS (
+), runs AS (
     -- One row per envelope: its sums, and its best claim of the batch (the
     -- first in the window's order), from one sort and no join.
     SELECT DISTINCT ON (envelope_id) envelope_id, id AS best_id, amount_cents AS best_cents,
@@ -169,16 +181,16 @@ WITH input AS (
     ORDER BY envelope_id, amount_cents DESC, id DESC
 ), changed AS (
     UPDATE envelopes e
-    SET claimed_cents = e.claimed_cents + t.cents,
-        status = CASE WHEN e.status = 'open' AND e.claimed_cents + t.cents = e.total_cents
+    SET claimed_cents = e.claimed_cents + r.cents,
+        status = CASE WHEN e.status = 'open' AND e.claimed_cents + r.cents = e.total_cents
                       THEN 'sold_out' ELSE e.status END,
         best_packet_id = CASE WHEN e.best_packet_id IS NULL
-                                   OR (t.best_cents, t.best_id) > (e.best_amount_cents, e.best_packet_id)
-                              THEN t.best_id ELSE e.best_packet_id END,
-        best_amount_cents = greatest(e.best_amount_cents, t.best_cents)
-    FROM totals t
-    WHERE e.id = t.envelope_id
-    RETURNING e.id, e.total_cents, e.count, t.n, t.no_order,
+                                   OR (r.best_cents, r.best_id) > (e.best_amount_cents, e.best_packet_id)
+                              THEN r.best_id ELSE e.best_packet_id END,
+        best_amount_cents = greatest(e.best_amount_cents, r.best_cents)
+    FROM runs r
+    WHERE e.id = r.envelope_id
+    RETURNING e.id, e.total_cents, e.count, r.n::bigint AS n, r.no_order::bigint AS no_order,
               (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
 ), new_events AS (
     SELECT 1 AS kind, a.claimed_at AS at, a.id AS ref, 'packet.claimed'::event_type AS type, a.envelope_id,

@@ -21,18 +21,21 @@ const eventsTail = `
 )`
 
 // claimRunsTail is how AddClaims, and it alone, ends: the positions it
-// takes are its applied claims' (their events are runs, one per envelope:
-// claim_event_runs) and then its new_events'.
+// takes are its applied claims' (their events are runs, one per envelope
+// it changed: claim_event_runs) and then its new_events'.
 const claimRunsTail = `
-, event_base AS (SELECT take_event_ids((SELECT count(*) FROM applied) + count(*)) AS base FROM new_events)
+, event_base AS (
+    SELECT take_event_ids((SELECT coalesce(sum(n), 0) FROM changed)::bigint + count(*)) AS base FROM new_events
+)
 , run_rows AS (
     INSERT INTO claim_event_runs (first_position, last_position, envelope_id, packet_ids, delivered_through)
-    SELECT b.base + r.before + 1, b.base + r.before + r.n, r.envelope_id, r.packet_ids, b.base + r.before
-    FROM runs r CROSS JOIN event_base b
+    SELECT b.base + r.start + 1, b.base + r.start + r.n, r.envelope_id, a.packet_ids[r.start + 1 : r.start + r.n],
+           b.base + r.start
+    FROM runs r JOIN changed c ON c.id = r.envelope_id CROSS JOIN arg a CROSS JOIN event_base b
 )
 , event_rows AS (
     INSERT INTO events (id, type, envelope_id, packet_id, data)
-    SELECT b.base + (SELECT count(*) FROM applied) + row_number() OVER (ORDER BY n.kind, n.at, n.ref),
+    SELECT b.base + (SELECT sum(n) FROM changed)::bigint + row_number() OVER (ORDER BY n.kind, n.at, n.ref),
            n.type, n.envelope_id, n.packet_id, n.data
     FROM new_events n CROSS JOIN event_base b
     RETURNING id
