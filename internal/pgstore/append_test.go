@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -176,5 +177,32 @@ func TestAddClaimsChangesNothingUnlessEveryRunMatches(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT cardinality(packet_ids) FROM claim_event_runs WHERE envelope_id = 1`); n != 2 {
 		t.Errorf("the run holds %d packets, want 2", n)
+	}
+}
+
+// A run lists its envelope's claims in the order PostgreSQL sorts them,
+// (claimed_at, packet_id), also when their times differ by less than the
+// microsecond PostgreSQL keeps: there the packet id decides.
+func TestClaimRunFollowsTheStoredClaimOrder(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	at := time.Date(2030, 5, 17, 8, 0, 0, 0, time.UTC)
+	first, second, third := claim(1, 100, "a"), claim(1, 101, "b"), claim(1, 102, "c")
+	first.ClaimedAt, second.ClaimedAt, third.ClaimedAt = at.Add(700), at.Add(200), at.Add(-time.Millisecond)
+	first.AmountCents, second.AmountCents, third.AmountCents = 10, 20, 30
+	if res := mustApply(t, s, first, second, third); res.Applied != 3 {
+		t.Fatalf("ApplyClaims = %+v, want 3 applied", res)
+	}
+	var run, stored []int64
+	if err := pool.QueryRow(t.Context(), `SELECT packet_ids FROM claim_event_runs WHERE envelope_id = 1`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(t.Context(), `SELECT array_agg(packet_id ORDER BY claimed_at, packet_id) FROM claims
+		WHERE envelope_id = 1`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(run, []int64{102, 100, 101}) || !slices.Equal(run, stored) {
+		t.Errorf("the run lists %v, claims sort as %v; want both [102 100 101]", run, stored)
 	}
 }

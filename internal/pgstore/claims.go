@@ -243,8 +243,11 @@ func addParams(claims []Claim) dbsqlc.AddClaimsParams {
 	for i := range claims {
 		sorted[i] = &claims[i]
 	}
+	// Times compare as PostgreSQL stores them, to the microsecond (pgx
+	// truncates), so a run's order is the claims' (claimed_at, packet_id).
 	slices.SortFunc(sorted, func(a, b *Claim) int {
-		return cmp.Or(cmp.Compare(a.EnvelopeID, b.EnvelopeID), a.ClaimedAt.Compare(b.ClaimedAt),
+		return cmp.Or(cmp.Compare(a.EnvelopeID, b.EnvelopeID),
+			a.ClaimedAt.Truncate(time.Microsecond).Compare(b.ClaimedAt.Truncate(time.Microsecond)),
 			cmp.Compare(a.PacketID, b.PacketID))
 	})
 	p := dbsqlc.AddClaimsParams{PacketIds: make([]int64, len(sorted)), Amounts: make([]int64, len(sorted))}
