@@ -155,11 +155,11 @@ bench_original() {
 # documented in the file. Three layouts are known: the current one (consumed
 # list, the shard's order-number hash, then meta, pool, the user's claims
 # bucket and recipients of each grab; ARGV the day, width, shards, offset and
-# largest counter, then user, now (ms), envelope id, password digest and
-# claim buckets of each grab), whose order hash is given a ceiling no run
-# reaches and this Redis's identity, and whose meta names one claim bucket
-# so that every random user's claim goes to the one key the call names; and
-# two earlier ones that took the order number as an argument (consumed list
+# largest counter, then user, now (ms), envelope id, password digest, claim
+# buckets and reservation flag, 0 (may take a packet), of each grab), whose
+# order hash is given a ceiling no run reaches and this Redis's identity, and
+# whose meta names one claim bucket so that every random user's claim goes to
+# the one key the call names; and two earlier ones that took the order number as an argument (consumed list
 # first, or last). A probe call must grant a packet first; if no layout
 # does, it prints nothing and the row is reported as skipped.
 bench_shipped() {
@@ -175,9 +175,9 @@ bench_shipped() {
 	rcli HSET "$orders" counter 0 ceiling 1000000000 identity "$replid" >/dev/null
 	fill_pool "$pool" "$((RB_REQUESTS + 2))" plain
 	sha=$(rcli SCRIPT LOAD "$(cat internal/redisstore/grab.lua)")
-	reply=$(rcli EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 probe-$RANDOM "$now" 1 "" 1 2>/dev/null | head -3 | tr '\n' ' ')
+	reply=$(rcli EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 probe-$RANDOM "$now" 1 "" 1 0 2>/dev/null | head -3 | tr '\n' ' ')
 	if [[ $reply == "0 "*" 0 "* ]]; then
-		redis_bench 1 EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 u:__rand_int__ "$now" 1 "" 1
+		redis_bench 1 EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 u:__rand_int__ "$now" 1 "" 1 0
 	else
 		for layout in "$consumed $meta $pool $claims" "$meta $pool $claims $consumed"; do
 			# shellcheck disable=SC2086 # the layout is four key names
