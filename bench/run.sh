@@ -159,9 +159,10 @@ bench_original() {
 # buckets and reservation flag, 0 (may take a packet), of each grab), whose
 # order hash is given a ceiling no run reaches and this Redis's identity, and
 # whose meta names one claim bucket so that every random user's claim goes to
-# the one key the call names; and two earlier ones that took the order number as an argument (consumed list
-# first, or last). A probe call must grant a packet first; if no layout
-# does, it prints nothing and the row is reported as skipped.
+# the one key the call names; and two earlier ones that took the order number
+# as an argument (consumed list first, or last). A probe call must grant a
+# packet first; if no layout does, it prints nothing and the row is reported
+# as skipped.
 bench_shipped() {
 	local tag="{$PREFIX:rb}" sha reply now far layout replid
 	local meta=$tag:meta pool=$tag:pool claims=$tag:claims consumed=$tag:consumed orders=$tag:orders
