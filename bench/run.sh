@@ -180,6 +180,7 @@ bench_shipped() {
 	if [[ $reply == "0 "*" 0 "* ]]; then
 		redis_bench 1 EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" "$recipients" 20261121 10 1 1 100000000 u:__rand_int__ "$now" 1 "" 1 0
 	else
+		reply=
 		for layout in "$consumed $meta $pool $claims" "$meta $pool $claims $consumed"; do
 			# shellcheck disable=SC2086 # the layout is four key names
 			reply=$(rcli EVALSHA "$sha" 4 $layout probe-$RANDOM "$now" 1 202611210000000001 2>/dev/null | head -1)
@@ -189,6 +190,12 @@ bench_shipped() {
 				break
 			fi
 		done
+		if [[ $reply != 0 ]]; then
+			echo "bench: (a') skipped: grab.lua granted nothing with any known KEYS/ARGV layout" \
+				"(the current one answered: $(rcli EVALSHA "$sha" 6 "$consumed" "$orders" "$meta" "$pool" "$claims" \
+					"$recipients" 20261121 10 1 1 100000000 probe-$RANDOM "$now" 1 "" 1 0 2>&1 | head -1));" \
+				"update bench_shipped in bench/run.sh to the script's header" >&2
+		fi
 	fi
 	rcli DEL "$meta" "$pool" "$claims" "$consumed" "$orders" "$recipients" >/dev/null
 }
