@@ -36,7 +36,7 @@ cpu() { # CPU ticks of each process kind, in the order named
 }
 evalsha() { # calls and µs of EVALSHA so far
 	redis-cli -u "$REDIS_URL" INFO commandstats | tr -d '\r' |
-		awk -F'[=,:]' '$1 == "cmdstat_evalsha" { print $3, $5 }'
+		awk -F'[=,:]' '$1 == "cmdstat_evalsha" { calls = $3; usec = $5 } END { print calls + 0, usec + 0 }'
 }
 requests() { awk '/requests in/ { print $1 }' "$1"; }
 rate() { awk '/Requests\/sec/ { print $2 }' "$1"; }

@@ -122,8 +122,9 @@ func mustApply(t *testing.T, s *pgstore.Store, claims ...pgstore.Claim) pgstore.
 }
 
 // AddClaims changes nothing, and returns no rows, unless every claim of
-// every run matches its packet and the runs cover the batch exactly; the
-// caller then refuses the batch. Each case is what a mistake in laying a
+// every run matches its packet, each run's count, cents and best claim are
+// its claims', and the runs cover the batch exactly; the caller then
+// refuses the batch. Each case is what a mistake in laying a
 // batch out would send.
 func TestAddClaimsChangesNothingUnlessEveryRunMatches(t *testing.T) {
 	t.Parallel()
@@ -133,9 +134,8 @@ func TestAddClaimsChangesNothingUnlessEveryRunMatches(t *testing.T) {
 	run := func(envelope int64, packets, amounts []int64) dbsqlc.AddClaimsParams {
 		p := dbsqlc.AddClaimsParams{PacketIds: packets, Amounts: amounts, RunEnvelopeIds: []int64{envelope},
 			RunCounts: []int64{int64(len(packets))}, RunBestIds: []int64{packets[0]},
-			RunBestCents: []int64{amounts[0]}, RunNoOrders: []int64{0}}
+			RunBestCents: []int64{amounts[0]}, RunNoOrders: []int64{0}, RunCents: []int64{0}}
 		for _, a := range amounts {
-			p.RunCents = append(p.RunCents, 0)
 			p.RunCents[0] += a
 		}
 		return p
@@ -146,13 +146,24 @@ func TestAddClaimsChangesNothingUnlessEveryRunMatches(t *testing.T) {
 	long.RunCounts = []int64{2}
 	fewerAmounts := run(1, []int64{100, 101}, []int64{10, 20})
 	fewerAmounts.Amounts = []int64{10}
+	wrongCents := run(1, []int64{101, 100}, []int64{20, 10})
+	wrongCents.RunCents = []int64{31}
+	notTheBest := run(1, []int64{100, 101}, []int64{10, 20}) // run() names the first the best
+	wrongBestCents := run(1, []int64{101, 100}, []int64{20, 10})
+	wrongBestCents.RunBestCents = []int64{25}
+	missingSums := run(1, []int64{101, 100}, []int64{20, 10})
+	missingSums.RunCents = nil
 	cases := map[string]dbsqlc.AddClaimsParams{
-		"a run shorter than the batch": short,
-		"a run longer than the batch":  long,
-		"fewer amounts than packets":   fewerAmounts,
-		"another amount":               run(1, []int64{100, 101}, []int64{10, 21}),
-		"another envelope's packet":    run(2, []int64{200, 102}, []int64{5, 30}),
-		"no such packet":               run(1, []int64{100, 999}, []int64{10, 20}),
+		"a run shorter than the batch":        short,
+		"a run longer than the batch":         long,
+		"fewer amounts than packets":          fewerAmounts,
+		"a run's cents not its claims'":       wrongCents,
+		"a run's best claim not its largest":  notTheBest,
+		"a run's best amount not its claim's": wrongBestCents,
+		"a run without its cents":             missingSums,
+		"another amount":                      run(1, []int64{100, 101}, []int64{10, 21}),
+		"another envelope's packet":           run(2, []int64{200, 102}, []int64{5, 30}),
+		"no such packet":                      run(1, []int64{100, 999}, []int64{10, 20}),
 	}
 	for name, p := range cases {
 		tx, err := pool.Begin(t.Context())

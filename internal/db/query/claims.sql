@@ -35,9 +35,9 @@ VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_n
 --
 -- The probe checks each claim against its packet (nothing written there):
 -- the packet exists, belongs to the run's envelope, has the claim's amount
--- and was not refunded. Unless every claim of every run matches, and the
--- runs hold exactly the flat arrays, no envelope changes and the statement
--- returns no rows: the caller refuses the batch (rolls it back and sends it
+-- and was not refunded. Unless every claim of every run matches, each run's
+-- count, cents and best claim are its claims', and the runs hold exactly the
+-- flat arrays, no envelope changes and the statement returns no rows: the caller refuses the batch (rolls it back and sends it
 -- guarded). A refund that commits while the batch waits for an envelope's
 -- row makes the envelope's cents exceed its total, which its check refuses.
 --
@@ -56,25 +56,33 @@ VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_n
 WITH arg AS (
     SELECT @packet_ids::bigint[] AS packet_ids, @amounts::bigint[] AS amounts
 ), runs AS (
-    SELECT r.envelope_id, r.n, r.cents, r.best_id, r.best_cents, r.no_order,
+    SELECT r.ord, r.envelope_id, r.n, r.cents, r.best_id, r.best_cents, r.no_order,
            coalesce(sum(r.n) OVER (ORDER BY r.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
                AS start
     FROM ROWS FROM (unnest(@run_envelope_ids::bigint[]), unnest(@run_counts::bigint[]), unnest(@run_cents::bigint[]),
                     unnest(@run_best_ids::bigint[]), unnest(@run_best_cents::bigint[]), unnest(@run_no_orders::bigint[]))
         WITH ORDINALITY AS r(envelope_id, n, cents, best_id, best_cents, no_order, ord)
 ), checked AS (
-    -- Wrapped so no index can serve it: the packet must be found by its
-    -- id, one claim at a time, whatever the statistics say.
-    SELECT count(*) AS matched
+    -- Per run, what its matching claims add up to. Wrapped so no index can
+    -- serve it: the packet must be found by its id, one claim at a time,
+    -- whatever the statistics say.
+    SELECT r.ord, count(*) AS matched, sum(i.amount_cents) AS cents, max(i.amount_cents) AS best_cents,
+           max(i.packet_id) FILTER (WHERE i.amount_cents = r.best_cents) AS best_id
     FROM runs r CROSS JOIN arg a
     CROSS JOIN LATERAL ROWS FROM (unnest(a.packet_ids[r.start + 1 : r.start + r.n]),
                                   unnest(a.amounts[r.start + 1 : r.start + r.n])) AS i(packet_id, amount_cents)
     JOIN packet_pool p ON p.id = i.packet_id
     WHERE (p.envelope_id = r.envelope_id AND p.amount_cents = i.amount_cents AND p.refunded_at IS NULL) IS TRUE
+    GROUP BY r.ord, r.best_cents
 ), whole AS (
-    -- Every claim matched, and the runs cover the flat arrays exactly.
-    SELECT (SELECT matched FROM checked) = cardinality(a.packet_ids)
-           AND (SELECT coalesce(sum(n), 0) FROM runs) = cardinality(a.packet_ids) AS ok
+    -- Every claim of every run matched, each run's figures are its claims',
+    -- and the runs cover the flat arrays exactly.
+    SELECT (SELECT coalesce(sum(n), 0) FROM runs) = cardinality(a.packet_ids)
+           AND NOT EXISTS (
+               SELECT FROM runs r LEFT JOIN checked c ON c.ord = r.ord
+               WHERE c.ord IS NULL
+                  OR (c.matched, c.cents, c.best_cents, c.best_id) IS DISTINCT FROM (r.n, r.cents, r.best_cents, r.best_id)
+           ) AS ok
     FROM arg a
 ), changed AS (
     UPDATE envelopes e
