@@ -235,9 +235,10 @@ func copyRows(claims []Claim) []dbsqlc.CopyClaimsParams {
 }
 
 // addParams lays a batch out as AddClaims takes it: one run per envelope,
-// in ascending envelope id, with its sums and best claim, and the packets
-// and amounts of the runs one after another, each run's in grab order
-// (claimed_at, then packet id): the order of its claim events.
+// in ascending envelope id, with its count and its claims without an order
+// number, and the packets and amounts of the runs one after another, each
+// run's in grab order (claimed_at, then packet id): the order of its claim
+// events.
 func addParams(claims []Claim) dbsqlc.AddClaimsParams {
 	sorted := make([]*Claim, len(claims))
 	for i := range claims {
@@ -257,17 +258,10 @@ func addParams(claims []Claim) dbsqlc.AddClaimsParams {
 		if last < 0 || p.RunEnvelopeIds[last] != c.EnvelopeID {
 			p.RunEnvelopeIds = append(p.RunEnvelopeIds, c.EnvelopeID)
 			p.RunCounts = append(p.RunCounts, 0)
-			p.RunCents = append(p.RunCents, 0)
-			p.RunBestIds = append(p.RunBestIds, c.PacketID)
-			p.RunBestCents = append(p.RunBestCents, c.AmountCents)
 			p.RunNoOrders = append(p.RunNoOrders, 0)
 			last++
 		}
 		p.RunCounts[last]++
-		p.RunCents[last] += c.AmountCents
-		if c.AmountCents > p.RunBestCents[last] || c.AmountCents == p.RunBestCents[last] && c.PacketID > p.RunBestIds[last] {
-			p.RunBestIds[last], p.RunBestCents[last] = c.PacketID, c.AmountCents
-		}
 		if c.OrderNo == "" {
 			p.RunNoOrders[last]++
 		}

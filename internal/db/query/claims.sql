@@ -26,18 +26,17 @@ VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_n
 -- name: AddClaims :many
 -- AddClaims adds the claims CopyClaims appended to their envelopes, in one
 -- statement, and writes their events. The caller gives the batch one run per
--- envelope, in ascending envelope id: the envelope, how many claims (n), their
--- cents, the best claim (the largest amount, the higher packet id on a tie),
--- how many go without an order number (no_order), and, sliced from the flat
--- arrays packet_ids and amounts, that envelope's packets in grab order with
--- their amounts. Computing the sums in the caller leaves the statement one
--- primary-key probe per claim and nothing else per claim.
+-- envelope, in ascending envelope id: the envelope, how many claims (n) and
+-- how many of them go without an order number (no_order); and, sliced from
+-- the flat arrays packet_ids and amounts, that envelope's packets in grab
+-- order with their amounts. Ordered by the caller, the batch needs no sort
+-- here: one primary-key probe per claim, and one aggregate row per run.
 --
 -- The probe checks each claim against its packet (nothing written there):
 -- the packet exists, belongs to the run's envelope, has the claim's amount
--- and was not refunded. Unless every claim of every run matches, each run's
--- count, cents and best claim are its claims', and the runs hold exactly the
--- flat arrays, no envelope changes and the statement returns no rows: the caller refuses the batch (rolls it back and sends it
+-- and was not refunded. Unless every claim of every run matches and the
+-- runs hold exactly the flat arrays, no envelope changes and the statement
+-- returns no rows: the caller refuses the batch (rolls it back and sends it
 -- guarded). A refund that commits while the batch waits for an envelope's
 -- row makes the envelope's cents exceed its total, which its check refuses.
 --
@@ -55,35 +54,37 @@ VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_n
 -- their order number (no_order), and whether it is now sold out.
 WITH arg AS (
     SELECT @packet_ids::bigint[] AS packet_ids, @amounts::bigint[] AS amounts
-), runs AS (
-    SELECT r.ord, r.envelope_id, r.n, r.cents, r.best_id, r.best_cents, r.no_order,
-           coalesce(sum(r.n) OVER (ORDER BY r.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
+), given AS (
+    SELECT g.ord, g.envelope_id, g.n, g.no_order,
+           coalesce(sum(g.n) OVER (ORDER BY g.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint
                AS start
-    FROM ROWS FROM (unnest(@run_envelope_ids::bigint[]), unnest(@run_counts::bigint[]), unnest(@run_cents::bigint[]),
-                    unnest(@run_best_ids::bigint[]), unnest(@run_best_cents::bigint[]), unnest(@run_no_orders::bigint[]))
-        WITH ORDINALITY AS r(envelope_id, n, cents, best_id, best_cents, no_order, ord)
+    FROM ROWS FROM (unnest(@run_envelope_ids::bigint[]), unnest(@run_counts::bigint[]),
+                    unnest(@run_no_orders::bigint[]))
+        WITH ORDINALITY AS g(envelope_id, n, no_order, ord)
 ), checked AS (
-    -- Per run, what its matching claims add up to. Wrapped so no index can
-    -- serve it: the packet must be found by its id, one claim at a time,
-    -- whatever the statistics say.
-    SELECT r.ord, count(*) AS matched, sum(i.amount_cents) AS cents, max(i.amount_cents) AS best_cents,
-           max(i.packet_id) FILTER (WHERE i.amount_cents = r.best_cents) AS best_id
-    FROM runs r CROSS JOIN arg a
-    CROSS JOIN LATERAL ROWS FROM (unnest(a.packet_ids[r.start + 1 : r.start + r.n]),
-                                  unnest(a.amounts[r.start + 1 : r.start + r.n])) AS i(packet_id, amount_cents)
+    -- Per run, its claims that match their packets, their cents and the best
+    -- of them (the largest amount, then the higher packet id). Wrapped so no
+    -- index can serve it: the packet must be found by its id, one claim at a
+    -- time, whatever the statistics say.
+    SELECT g.ord, count(*) AS matched, sum(i.amount_cents)::bigint AS cents,
+           max(ARRAY[i.amount_cents, i.packet_id]) AS best
+    FROM given g CROSS JOIN arg a
+    CROSS JOIN LATERAL ROWS FROM (unnest(a.packet_ids[g.start + 1 : g.start + g.n]),
+                                  unnest(a.amounts[g.start + 1 : g.start + g.n])) AS i(packet_id, amount_cents)
     JOIN packet_pool p ON p.id = i.packet_id
-    WHERE (p.envelope_id = r.envelope_id AND p.amount_cents = i.amount_cents AND p.refunded_at IS NULL) IS TRUE
-    GROUP BY r.ord, r.best_cents
+    WHERE (p.envelope_id = g.envelope_id AND p.amount_cents = i.amount_cents AND p.refunded_at IS NULL) IS TRUE
+    GROUP BY g.ord
 ), whole AS (
-    -- Every claim of every run matched, each run's figures are its claims',
-    -- and the runs cover the flat arrays exactly.
-    SELECT (SELECT coalesce(sum(n), 0) FROM runs) = cardinality(a.packet_ids)
-           AND NOT EXISTS (
-               SELECT FROM runs r LEFT JOIN checked c ON c.ord = r.ord
-               WHERE c.ord IS NULL
-                  OR (c.matched, c.cents, c.best_cents, c.best_id) IS DISTINCT FROM (r.n, r.cents, r.best_cents, r.best_id)
-           ) AS ok
+    -- Every claim of every run matched, and the runs cover the flat arrays
+    -- exactly.
+    SELECT (SELECT coalesce(sum(n), 0) FROM given) = cardinality(a.packet_ids)
+           AND NOT EXISTS (SELECT FROM given g LEFT JOIN checked c ON c.ord = g.ord
+                           WHERE c.matched IS DISTINCT FROM g.n) AS ok
     FROM arg a
+), runs AS (
+    SELECT g.envelope_id, g.n, g.no_order, g.start, c.cents, c.best[2] AS best_id, c.best[1] AS best_cents
+    FROM given g JOIN checked c ON c.ord = g.ord
+    WHERE (SELECT ok FROM whole)
 ), changed AS (
     UPDATE envelopes e
     SET claimed_cents = e.claimed_cents + r.cents,
@@ -94,7 +95,7 @@ WITH arg AS (
                               THEN r.best_id ELSE e.best_packet_id END,
         best_amount_cents = greatest(e.best_amount_cents, r.best_cents)
     FROM runs r
-    WHERE e.id = r.envelope_id AND (SELECT ok FROM whole)
+    WHERE e.id = r.envelope_id
     RETURNING e.id, e.total_cents, e.count, r.n::bigint AS n, r.no_order::bigint AS no_order,
               (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
 ), new_events AS (
