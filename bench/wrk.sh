@@ -44,12 +44,12 @@ rate() { awk '/Requests\/sec/ { print $2 }' "$1"; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for round in $(seq "$ROUNDS"); do
-	env=$(curl -sf "${AUTH[@]}" -X POST "$URL/v1/envelopes" -H 'Content-Type: application/json' \
+	env=$(curl -sf ${AUTH[@]+"${AUTH[@]}"} -X POST "$URL/v1/envelopes" -H 'Content-Type: application/json' \
 		-d "{\"sender_id\":\"wrk\",\"total_cents\":$((PACKETS * 10)),\"count\":$PACKETS,\"expires_in_seconds\":3600}" |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["envelope_id"])')
 	sleep 2
 	c0=$(cpu) s0=$(evalsha)
-	wrk -t2 -c64 -d"$DURATION" "${AUTH[@]}" -s bench/wrk-grab.lua "$URL/v1/envelopes/$env/grab" >"$out/grab"
+	wrk -t2 -c64 -d"$DURATION" ${AUTH[@]+"${AUTH[@]}"} -s bench/wrk-grab.lua "$URL/v1/envelopes/$env/grab" >"$out/grab"
 	c1=$(cpu) s1=$(evalsha)
 	wrk -t2 -c64 -d"$DURATION" "$URL/healthz" >"$out/healthz"
 	c2=$(cpu)
