@@ -21,14 +21,16 @@ import (
 // commit, it applies the batch again, which changes nothing. So every claim
 // is written exactly once.
 func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
+	start := time.Now()
 	b, err := f.redis.TakeBatch(ctx, shard, f.cfg.BatchSize)
 	if err != nil || b.Len() == 0 {
 		return 0, err
 	}
+	phase := phaseClock(start)
+	phase(telemetry.PhaseTake)
 	if err := hook(f.afterTake, shard); err != nil {
 		return 0, err
 	}
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	claims := toClaims(b.Claims)
@@ -48,6 +50,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: %w", shard, err)
 	}
+	phase(telemetry.PhaseLedger)
 	observeLag(claims)
 	if err := f.reject(ctx, b, refused); err != nil {
 		return 0, err
@@ -56,6 +59,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := f.checkBatch(ctx, claims, res); err != nil {
 		return 0, err
 	}
+	phase(telemetry.PhaseCheck)
 	if err := hook(f.afterCommit, shard); err != nil {
 		return 0, err
 	}
@@ -63,6 +67,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	phase(telemetry.PhaseAck)
 	if !acked {
 		f.log.Warn("in-flight batch was replaced while it was written: another flusher took the shard over",
 			zap.Int("shard", shard))
@@ -70,6 +75,17 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	telemetry.FlushBatchSize.Observe(float64(b.Len()))
 	telemetry.FlushBatchSeconds.Observe(time.Since(start).Seconds())
 	return b.Len(), nil
+}
+
+// phaseClock returns a function that records, under the phase it is given,
+// the time since its previous call (the first: since start).
+func phaseClock(start time.Time) func(phase string) {
+	last := start
+	return func(phase string) {
+		now := time.Now()
+		telemetry.FlushPhaseSeconds.WithLabelValues(phase).Observe(now.Sub(last).Seconds())
+		last = now
+	}
 }
 
 // reject keeps the batch's malformed entries and the refused claims where an

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"redpacket/internal/envelope"
+	"redpacket/internal/telemetry"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -46,7 +47,8 @@ func BenchmarkDrain(b *testing.B) {
 // included) and, right after on the same database, COPYs 100,000
 // claim-shaped rows (packet id primary key, unique (envelope_id, user_id),
 // unique order number) into a table of their own. It reports both rates and
-// their ratio, from the same moments of the machine.
+// their ratio, from the same moments of the machine, and the share of the
+// drain's time each phase of a batch took (redpacket_flush_phase_duration_seconds).
 func BenchmarkDrainVsCopy(b *testing.B) {
 	const n = 100_000
 	s := stack.New(b)
@@ -58,6 +60,7 @@ func BenchmarkDrainVsCopy(b *testing.B) {
 		b.Fatal(err)
 	}
 	var drained, copied time.Duration
+	phasesBefore := readPhases(b)
 	for i := range b.N {
 		queueClaims(b, s, n)
 		start := time.Now()
@@ -82,6 +85,10 @@ func BenchmarkDrainVsCopy(b *testing.B) {
 	b.ReportMetric(claims/drained.Seconds(), "claims/s")
 	b.ReportMetric(claims/copied.Seconds(), "copy-rows/s")
 	b.ReportMetric(copied.Seconds()/drained.Seconds(), "ratio")
+	phasesAfter := readPhases(b)
+	for _, p := range telemetry.FlushPhases {
+		b.ReportMetric(100*(phasesAfter[p].sum-phasesBefore[p].sum)/drained.Seconds(), p+"-%")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -25,6 +25,19 @@ var (
 	WebhookResults = []string{"delivered", "failed"}
 	// SequenceKeys are the id sequences the grabber reserves segments of.
 	SequenceKeys = []string{"envelope", "packet"}
+	// FlushPhases are the values of redpacket_flush_phase_duration_seconds{phase}.
+	FlushPhases = []string{PhaseTake, PhaseLedger, PhaseCheck, PhaseAck}
+)
+
+// The phases of a flushed batch, in order: taking it from Redis; writing and
+// committing it in PostgreSQL; setting aside what was refused (in Redis,
+// rarely anything) and comparing the envelopes' sums in both (a query and a
+// pipeline, to catch Redis state lost); dropping the in-flight batch.
+const (
+	PhaseTake   = "take"
+	PhaseLedger = "ledger"
+	PhaseCheck  = "check"
+	PhaseAck    = "ack"
 )
 
 // Grabber metrics.
@@ -53,6 +66,12 @@ var (
 	FlushBatchSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "redpacket_flush_batch_duration_seconds", Help: "Time to write one batch: take, commit, ack.",
 		Buckets: prometheus.ExponentialBuckets(500e-6, 2, 14)})
+	// FlushPhaseSeconds splits a batch's time between Redis and PostgreSQL:
+	// which one a slow flusher waits on.
+	FlushPhaseSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redpacket_flush_phase_duration_seconds",
+		Help:    "Time of one phase of a batch: take (Redis), ledger (PostgreSQL: write and commit), check (both), ack (Redis).",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}, []string{"phase"})
 	FlushLagSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_flush_lag_seconds",
 		Help:    "Time from a grab to the commit that made it durable, per claim.",
 		Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})
@@ -84,6 +103,9 @@ func init() {
 	for _, v := range WebhookResults {
 		WebhookDeliveries.WithLabelValues(v)
 	}
+	for _, v := range FlushPhases {
+		FlushPhaseSeconds.WithLabelValues(v)
+	}
 }
 
 func grabberCollectors() []prometheus.Collector {
@@ -91,6 +113,6 @@ func grabberCollectors() []prometheus.Collector {
 }
 
 func flusherCollectors() []prometheus.Collector {
-	return []prometheus.Collector{PendingClaims, FlushBatchSize, FlushBatchSeconds, FlushLagSeconds, FlushErrors,
+	return []prometheus.Collector{PendingClaims, FlushBatchSize, FlushBatchSeconds, FlushPhaseSeconds, FlushLagSeconds, FlushErrors,
 		Conflicts, Rejected, Suspended, WebhookDeliveries, EventsPruned}
 }

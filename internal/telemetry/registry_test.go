@@ -24,6 +24,7 @@ var (
 		"redpacket_http_requests_total", "redpacket_http_request_duration_seconds"}
 	flusherOwn = []string{"redpacket_build_info", "redpacket_dependency_up",
 		"redpacket_pending_claims", "redpacket_flush_batch_size", "redpacket_flush_batch_duration_seconds",
+		"redpacket_flush_phase_duration_seconds",
 		"redpacket_flush_lag_seconds", "redpacket_flush_errors_total", "redpacket_claim_conflicts_total",
 		"redpacket_claims_rejected_total", "redpacket_envelopes_suspended_total",
 		"redpacket_webhook_deliveries_total", "redpacket_events_pruned_total",
