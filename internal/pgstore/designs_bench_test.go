@@ -25,6 +25,11 @@ import (
 //     event row per claim (migration 16) are in BENCHMARKS.md.
 //   - shipped-no-events: the same with the statement after the COPY cut
 //     before its events (the runs and the sold-out rows).
+//   - shipped-pipelined: the shipped statements with two batches at once
+//     (pgstore.ClaimPipeline): each batch's COPY, in a transaction of its
+//     own, runs while the batch before sends its statement and commits on
+//     another connection; batches still commit in order. What a flusher
+//     with a second batch in flight per shard would gain.
 //   - append-guarded[+events]: INSERT ... SELECT FROM unnest ... ON
 //     CONFLICT DO NOTHING into a claims table with the indexes the claimed
 //     packet row has today (primary key, unique (envelope_id, user_id),
@@ -75,6 +80,10 @@ func BenchmarkClaimDesigns(b *testing.B) {
 			b.Fatalf("%v\n%s", err, q)
 		}
 	}
+	pipeline := s.NewClaimPipeline()
+	// finishers complete what a design's apply left in flight at the end of
+	// a round, returning how many claims that was.
+	finishers := map[string]func(context.Context) (int, error){"shipped-pipelined": pipeline.Finish}
 	designs := []struct {
 		name  string
 		apply func(context.Context, []pgstore.Claim) (int, error)
@@ -82,6 +91,15 @@ func BenchmarkClaimDesigns(b *testing.B) {
 		{"shipped", func(ctx context.Context, c []pgstore.Claim) (int, error) {
 			res, err := s.ApplyClaims(ctx, c)
 			return res.Applied, err
+		}},
+		// Each call applies the batch before (one behind; the first call's
+		// count is its own batch's, all being the same size).
+		{"shipped-pipelined", func(ctx context.Context, c []pgstore.Claim) (int, error) {
+			n, err := pipeline.Add(ctx, c)
+			if n == 0 && err == nil {
+				n = len(c)
+			}
+			return n, err
 		}},
 		{"shipped-no-events", s.ApplyClaimsWithoutEvents},
 		{"append-guarded+events", protoDesign(pool, "proto_claims_ge", true, true)},
@@ -132,6 +150,11 @@ func BenchmarkClaimDesigns(b *testing.B) {
 				n, err := design.apply(ctx, batch)
 				if err != nil || n != batchSize {
 					b.Fatalf("%s: applied %d of %d: %v", design.name, n, batchSize, err)
+				}
+			}
+			if finish := finishers[design.name]; finish != nil {
+				if n, err := finish(ctx); err != nil || n != batchSize {
+					b.Fatalf("%s: the last batch applied %d of %d: %v", design.name, n, batchSize, err)
 				}
 			}
 			spent[d] += time.Since(start)
