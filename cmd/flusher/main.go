@@ -214,6 +214,7 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 		pgstore.New(clients.PG),
 		flush.Config{
 			BatchSize:   cfg.FlushBatchSize,
+			Pipeline:    cfg.FlushPipeline,
 			IdleWait:    cfg.FlushIdleWait,
 			MaxBackoff:  cfg.FlushMaxBackoff,
 			RepairAfter: cfg.LoadingRepairAfter,

@@ -47,6 +47,7 @@ type Config struct {
 	ShortIDMax     int64
 
 	FlushBatchSize     int
+	FlushPipeline      int
 	FlushIdleWait      time.Duration
 	FlushMaxBackoff    time.Duration
 	LoadingRepairAfter time.Duration
@@ -102,6 +103,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ShortIDMax:     int64(r.int("SHORT_ID_MAX", 99999999)),
 
 		FlushBatchSize:     r.int("FLUSH_BATCH_SIZE", 2000),
+		FlushPipeline:      r.int("FLUSH_PIPELINE", 4),
 		FlushIdleWait:      r.duration("FLUSH_IDLE_WAIT", 100*time.Millisecond),
 		FlushMaxBackoff:    r.duration("FLUSH_MAX_BACKOFF", 5*time.Second),
 		LoadingRepairAfter: r.duration("LOADING_REPAIR_AFTER", 30*time.Second),

@@ -28,6 +28,7 @@ var intRanges = map[string]intRange{
 	"SHORT_ID_MIN":       {0, maxJSONInt}, // short ids are JSON numbers: exact below 2^53
 	"SHORT_ID_MAX":       {0, maxJSONInt},
 	"FLUSH_BATCH_SIZE":   {1, 100_000},
+	"FLUSH_PIPELINE":     {1, 16},
 	"WEBHOOK_WORKERS":    {1, 64},
 	"USER_GRAB_RATE":     {0, 1_000_000}, // also the bucket's size: a second's grabs at once
 	"USER_DAILY_GRABS":   {0, 1_000_000_000},

@@ -15,14 +15,15 @@ import (
 
 // FlushShard writes one batch of a shard's claims and returns its size.
 //
-// TakeBatch moves the batch into the shard's in-flight list, ApplyClaims
-// commits it idempotently, AckBatch deletes the in-flight list. Killed after
-// the take, the next flusher takes the same batch again; killed after the
-// commit, it applies the batch again, which changes nothing. So every claim
-// is written exactly once.
+// TakeBatch moves the batch into the shard's in-flight list,
+// ApplyClaimsInChunks commits it idempotently (in transactions of BatchSize
+// claims that commit in order), AckBatch deletes the in-flight list. Killed
+// after the take, the next flusher takes the same batch again; killed after
+// a commit, it applies the batch again, which changes nothing for what was
+// committed. So every claim is written exactly once.
 func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	start := time.Now()
-	b, err := f.redis.TakeBatch(ctx, shard, f.cfg.BatchSize)
+	b, err := f.redis.TakeBatch(ctx, shard, f.takeSize())
 	if err != nil || b.Len() == 0 {
 		return 0, err
 	}
@@ -34,7 +35,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	claims := toClaims(b.Claims)
-	res, err := f.pg.ApplyClaims(ctx, claims)
+	res, err := f.pg.ApplyClaimsInChunks(ctx, claims, f.cfg.BatchSize)
 	var refused []int
 	if pgstore.IsRefused(err) {
 		// PostgreSQL refuses the batch's data, not the connection: retried

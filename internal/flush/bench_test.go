@@ -48,12 +48,19 @@ func BenchmarkDrain(b *testing.B) {
 // claim-shaped rows (packet id primary key, unique (envelope_id, user_id),
 // unique order number) into a table of their own. It reports both rates and
 // their ratio, from the same moments of the machine, and the share of the
-// drain's time each phase of a batch took (redpacket_flush_phase_duration_seconds).
+// drain's time each phase of a batch took (redpacket_flush_phase_duration_seconds);
+// with one transaction a batch (pipeline=1), two, and four (the default).
 func BenchmarkDrainVsCopy(b *testing.B) {
+	for _, pipeline := range []int{1, 2, 4} {
+		b.Run("pipeline="+strconv.Itoa(pipeline), func(b *testing.B) { drainVsCopy(b, pipeline) })
+	}
+}
+
+func drainVsCopy(b *testing.B, pipeline int) {
 	const n = 100_000
 	s := stack.New(b)
 	defer s.Redis.Coalesce(4, 64)()
-	f := New(s.Redis, s.PG, Config{BatchSize: 2000}, zap.NewNop())
+	f := New(s.Redis, s.PG, Config{BatchSize: 2000, Pipeline: pipeline}, zap.NewNop())
 	ctx := context.Background()
 	if _, err := s.Pool.Exec(ctx, `CREATE TABLE copy_reference (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
 		user_id text NOT NULL, claimed_at timestamptz NOT NULL, order_no text UNIQUE, UNIQUE (envelope_id, user_id))`); err != nil {

@@ -49,14 +49,15 @@ func TestClusterFlusherDrainsEveryShard(t *testing.T) {
 
 	// A small batch: several batches per shard, and one crash between the
 	// commit and the acknowledgement, re-applied by the next flusher.
-	crashed := newFlusher(t, s, Config{BatchSize: 2})
+	crashed := newFlusher(t, s, Config{BatchSize: 2, Pipeline: 2})
 	crashed.afterCommit = func(int) error { return errCrash }
 	shard := k.Shard(es[0].ID)
 	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
 		t.Fatalf("FlushShard = %v, want the crash", err)
 	}
-	if n, err := s.RDB.LLen(ctx, k.Inflight(shard)).Result(); err != nil || n != 2 {
-		t.Fatalf("in flight after the crash: %d, %v; want the batch of 2", n, err)
+	// Two transactions of 2 a batch.
+	if n, err := s.RDB.LLen(ctx, k.Inflight(shard)).Result(); err != nil || n != 4 {
+		t.Fatalf("in flight after the crash: %d, %v; want the batch of 4", n, err)
 	}
 	if err := newFlusher(t, s, Config{BatchSize: 2}).Drain(ctx); err != nil {
 		t.Fatal(err)

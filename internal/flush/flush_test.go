@@ -47,18 +47,49 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	s := stack.New(t)
 	e, claims := s.Grabbed(t, 50, 40)
 	ctx := context.Background()
-	crashed := newFlusher(t, s, Config{BatchSize: 15})
+	crashed := newFlusher(t, s, Config{BatchSize: 15, Pipeline: 2})
 	crashed.afterCommit = func(int) error { return errCrash }
 	shard := s.Redis.Keys().Shard(e.ID)
 	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
 		t.Fatalf("FlushShard = %v, want the crash", err)
 	}
+	// The batch is two transactions of 15: both committed, it stays in
+	// flight whole until the ack.
 	inflight, _ := s.RDB.LLen(ctx, s.Redis.Keys().Inflight(shard)).Result()
-	if inflight != 15 {
-		t.Fatalf("in flight after the crash: %d, want the batch of 15", inflight)
+	if inflight != 30 {
+		t.Fatalf("in flight after the crash: %d, want the batch of 30", inflight)
 	}
 	// The next flusher re-applies the committed batch first: a no-op.
 	if err := newFlusher(t, s, Config{BatchSize: 15}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.AssertDurable(t, e.ID, claims)
+}
+
+// A flusher killed between the transactions of one batch (the first
+// committed, the second not): the whole batch is still in flight, and the
+// next flusher writes the rest of it once, the committed part changing
+// nothing.
+func TestCrashBetweenTheTransactionsOfABatch(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := s.Grabbed(t, 50, 40)
+	ctx := context.Background()
+	crashed := newFlusher(t, s, Config{BatchSize: 15, Pipeline: 2})
+	crashed.afterTake = func(int) error { return errCrash }
+	shard := s.Redis.Keys().Shard(e.ID)
+	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
+		t.Fatalf("FlushShard = %v, want the crash", err)
+	}
+	// What the crashed flusher's first transaction committed.
+	inflight, err := s.Redis.TakeBatch(ctx, shard, 30)
+	if err != nil || inflight.Len() != 30 {
+		t.Fatalf("in flight: %d, %v; want the batch of 30", inflight.Len(), err)
+	}
+	if _, err := s.PG.ApplyClaims(ctx, toClaims(inflight.Claims[:15])); err != nil {
+		t.Fatal(err)
+	}
+	if err := newFlusher(t, s, Config{BatchSize: 15, Pipeline: 2}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.AssertDurable(t, e.ID, claims)

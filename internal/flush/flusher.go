@@ -2,6 +2,10 @@
 // Redis shards into PostgreSQL in batches, and repair envelopes a crashed
 // grabber left loading. It is single-threaded by design: one batch at a time,
 // so a batch is always either in flight (in Redis) or durable (in PostgreSQL).
+// A batch is written as Pipeline transactions that commit in order, each
+// one's COPY overlapping the commit of the one before (on a connection of its
+// own): until the last commits, the whole batch stays in flight, and a
+// retry re-applies the transactions already committed, which changes nothing.
 package flush
 
 import (
@@ -20,7 +24,11 @@ import (
 
 // Config tunes the flusher; zero fields take the defaults.
 type Config struct {
-	BatchSize   int           // claims per transaction (default 2000)
+	BatchSize int // claims per transaction (default 2000)
+	// Pipeline is how many transactions of BatchSize one batch taken from
+	// a shard holds; they are written two at a time (default 4; 1 writes
+	// one transaction a batch).
+	Pipeline    int
 	IdleWait    time.Duration // pause when every queue is empty (default 100ms)
 	MaxBackoff  time.Duration // longest pause after a failure (default 5s)
 	RepairEvery time.Duration // how often to look for envelopes left loading (default 5s)
@@ -45,6 +53,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 2000
+	}
+	if c.Pipeline <= 0 {
+		c.Pipeline = 4
 	}
 	def(&c.IdleWait, 100*time.Millisecond)
 	def(&c.MaxBackoff, 5*time.Second)
@@ -112,7 +123,7 @@ const batchTimeout = 30 * time.Second
 // starts with what is in flight.
 func (f *Flusher) Run(ctx context.Context) error {
 	f.log.Info("flusher running", zap.Int("shards", f.redis.Keys().Shards()),
-		zap.Int("batch_size", f.cfg.BatchSize), zap.Duration("idle_wait", f.cfg.IdleWait),
+		zap.Int("batch_size", f.cfg.BatchSize), zap.Int("pipeline", f.cfg.Pipeline), zap.Duration("idle_wait", f.cfg.IdleWait),
 		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
 	backoff := backoffStart
 	var nextUpkeep, nextRepair, nextLease time.Time
@@ -184,6 +195,9 @@ func (f *Flusher) gaugePending(ctx context.Context) error {
 	return nil
 }
 
+// takeSize is how many claims a batch takes from a shard at most.
+func (f *Flusher) takeSize() int { return f.cfg.BatchSize * f.cfg.Pipeline }
+
 // Suspended counts the envelopes this flusher has suspended.
 func (f *Flusher) Suspended() int64 { return f.suspended.Load() }
 
@@ -203,7 +217,7 @@ func (f *Flusher) Pass(ctx context.Context) (busy bool, err error) {
 			errs = append(errs, err)
 			continue
 		}
-		busy = busy || n >= f.cfg.BatchSize
+		busy = busy || n >= f.takeSize()
 	}
 	return busy, errors.Join(errs...)
 }

@@ -94,35 +94,68 @@ func amountsKnown(claims []Claim) bool {
 // appendClaims COPYs a batch into claims and adds it to its envelopes
 // (dbsqlc AddClaims), in one transaction that commits only if every claim
 // of the batch matched its packet: errRefused (or the unique indexes', or
-// an envelope's check, error) otherwise, with nothing written. The planner
-// setting and the statement share one round trip after the COPY.
+// an envelope's check, error) otherwise, with nothing written.
 func (s *Store) appendClaims(ctx context.Context, claims []Claim) (ApplyResult, error) {
+	open, err := s.copyClaims(ctx, claims)
 	var res ApplyResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		res = ApplyResult{}
-		if _, err := s.q.WithTx(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
-			return err
-		}
-		batch := &pgx.Batch{}
-		batch.Queue(dbsqlc.ClaimPlan)
-		queue(batch, dbsqlc.AddClaims, addParams(claims)).Query(func(rows pgx.Rows) error {
-			applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
-			collectApplied(applied, &res)
-			return err
-		})
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return err
-		}
-		if res.Applied != len(claims) {
-			return errRefused
-		}
-		return nil
-	})
+	if err == nil {
+		res, err = open.commit(ctx)
+	}
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("append %d claims: %w", len(claims), err)
 	}
 	return res, nil
 }
+
+// copiedClaims is a transaction holding a batch COPYed into claims and not
+// yet added to its envelopes.
+type copiedClaims struct {
+	tx     pgx.Tx
+	claims []Claim
+}
+
+// copyClaims begins a transaction and COPYs claims into it; on an error
+// nothing stays open.
+func (s *Store) copyClaims(ctx context.Context, claims []Claim) (*copiedClaims, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.q.WithTx(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return &copiedClaims{tx: tx, claims: claims}, nil
+}
+
+// commit adds the copied claims to their envelopes (the planner setting and
+// the statement in one round trip) and commits, only if every claim matched
+// its packet (errRefused otherwise); on an error it rolls back.
+func (c *copiedClaims) commit(ctx context.Context) (ApplyResult, error) {
+	var res ApplyResult
+	batch := &pgx.Batch{}
+	batch.Queue(dbsqlc.ClaimPlan)
+	queue(batch, dbsqlc.AddClaims, addParams(c.claims)).Query(func(rows pgx.Rows) error {
+		applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
+		collectApplied(applied, &res)
+		return err
+	})
+	err := c.tx.SendBatch(ctx, batch).Close()
+	if err == nil && res.Applied != len(c.claims) {
+		err = errRefused
+	}
+	if err == nil {
+		err = c.tx.Commit(ctx)
+	}
+	if err != nil {
+		_ = c.tx.Rollback(ctx)
+		return ApplyResult{}, err
+	}
+	return res, nil
+}
+
+// rollback abandons the copied claims.
+func (c *copiedClaims) rollback(ctx context.Context) { _ = c.tx.Rollback(ctx) }
 
 // applyClaims applies the groups of claims guarded, one statement each,
 // then records the conflicts of the groups that need it, in one

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -92,71 +91,4 @@ func (s *Store) WithAmounts(t testing.TB, claims []Claim) []Claim {
 		out[i].AmountCents = amounts[out[i].PacketID]
 	}
 	return out
-}
-
-// ClaimPipeline is a prototype of the flusher writing two batches at once
-// (BenchmarkClaimDesigns, "shipped-pipelined"): each batch's COPY runs in a
-// transaction of its own while the batch before finishes (its statement
-// and commit) on another connection, and a batch's statement is sent only
-// after the one before committed, so batches commit in the order they were
-// taken. Nothing of it ships.
-type ClaimPipeline struct {
-	s      *Store
-	tx     pgx.Tx
-	claims []Claim
-}
-
-// NewClaimPipeline returns a pipeline with nothing in it.
-func (s *Store) NewClaimPipeline() *ClaimPipeline { return &ClaimPipeline{s: s} }
-
-// Add COPYs claims in a new transaction while it finishes the batch before,
-// and returns how many claims that batch applied (0 for the first).
-func (p *ClaimPipeline) Add(ctx context.Context, claims []Claim) (int, error) {
-	type copied struct {
-		tx  pgx.Tx
-		err error
-	}
-	done := make(chan copied, 1)
-	go func() {
-		tx, err := p.s.pool.Begin(ctx)
-		if err == nil {
-			if _, err = dbsqlc.New(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
-				_ = tx.Rollback(ctx)
-			}
-		}
-		done <- copied{tx, err}
-	}()
-	n, err := p.Finish(ctx)
-	c := <-done
-	if c.err != nil {
-		return n, errors.Join(err, c.err)
-	}
-	p.tx, p.claims = c.tx, claims
-	return n, err
-}
-
-// Finish sends the statement of the batch in flight and commits it.
-func (p *ClaimPipeline) Finish(ctx context.Context) (int, error) {
-	if p.tx == nil {
-		return 0, nil
-	}
-	tx, claims := p.tx, p.claims
-	p.tx, p.claims = nil, nil
-	var res ApplyResult
-	batch := &pgx.Batch{}
-	batch.Queue(dbsqlc.ClaimPlan)
-	queue(batch, dbsqlc.AddClaims, addParams(claims)).Query(func(rows pgx.Rows) error {
-		applied, err := pgx.CollectRows(rows, pgx.RowToStructByName[dbsqlc.AddClaimsRow])
-		collectApplied(applied, &res)
-		return err
-	})
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		_ = tx.Rollback(ctx)
-		return 0, err
-	}
-	if res.Applied != len(claims) {
-		_ = tx.Rollback(ctx)
-		return res.Applied, errRefused
-	}
-	return res.Applied, tx.Commit(ctx)
 }

@@ -1,0 +1,121 @@
+package pgstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"redpacket/internal/pgstore"
+)
+
+// tenClaims opens envelope 1 of ten packets (1 to 10 cents, ids 100-109)
+// and returns a claim of each by its own user, with its amount, in grab
+// order.
+func tenClaims(t *testing.T, s *pgstore.Store) []pgstore.Claim {
+	t.Helper()
+	open(t, s, 1, 100, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	var claims []pgstore.Claim
+	for i := range 10 {
+		claims = append(claims, claim(1, int64(100+i), "u"+string(rune('a'+i))))
+	}
+	return s.WithAmounts(t, claims)
+}
+
+// runsOf lists an envelope's runs of claim events in position order.
+func runsOf(t *testing.T, pool *pgxpool.Pool, env int64) [][]int64 {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT packet_ids FROM claim_event_runs WHERE envelope_id = $1
+		ORDER BY first_position`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][]int64
+	for rows.Next() {
+		var ids []int64
+		if err := rows.Scan(&ids); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ids)
+	}
+	return out
+}
+
+// A batch in chunks commits each chunk in the batch's order: every claim
+// once, the envelope's cents whole, and its claim events (one run a chunk)
+// in grab order. Applied again, it changes nothing and reports nothing.
+func TestApplyClaimsInChunksCommitsInOrder(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	claims := tenClaims(t, s)
+	res, err := s.ApplyClaimsInChunks(t.Context(), claims, 3)
+	if err != nil || res.Applied != 10 || len(res.Conflicts) != 0 || !slices.Equal(res.SoldOut, []int64{1}) {
+		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 10 applied, envelope 1 sold out", res, err)
+	}
+	want := [][]int64{{100, 101, 102}, {103, 104, 105}, {106, 107, 108}, {109}}
+	if runs := runsOf(t, pool, 1); !slices.EqualFunc(runs, want, slices.Equal) {
+		t.Errorf("runs %v, want %v", runs, want)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 55 {
+		t.Errorf("claimed_cents %d, want 55", e.ClaimedCents)
+	}
+	res, err = s.ApplyClaimsInChunks(t.Context(), claims, 3)
+	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || len(res.SoldOut) != 0 {
+		t.Fatalf("again: %+v, %v; want nothing new", res, err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM claims WHERE envelope_id = 1`); n != 10 {
+		t.Errorf("%d claims, want 10", n)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 55 {
+		t.Errorf("claimed_cents %d after the replay, want 55", e.ClaimedCents)
+	}
+}
+
+// A flusher killed between two chunks of a batch leaves the first
+// committed and the whole batch in flight: applied again, the committed
+// chunk changes nothing and the rest is written once.
+func TestApplyClaimsInChunksAfterAPartialCommit(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	claims := tenClaims(t, s)
+	if res := mustApply(t, s, claims[:4]...); res.Applied != 4 {
+		t.Fatalf("first chunk: %+v", res)
+	}
+	res, err := s.ApplyClaimsInChunks(t.Context(), claims, 4)
+	if err != nil || res.Applied != 6 || len(res.Conflicts) != 0 {
+		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want the 6 not yet applied", res, err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM claims WHERE envelope_id = 1`); n != 10 {
+		t.Errorf("%d claims, want 10", n)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 55 {
+		t.Errorf("claimed_cents %d, want 55", e.ClaimedCents)
+	}
+}
+
+// A packet granted twice (a Redis that lost state), once in each of two
+// chunks: the second chunk's COPY waits on the first's uncommitted claim of
+// it, then fails once that commits, and the second chunk is applied the
+// guarded way: the later claim becomes a conflict, the rest is written,
+// nothing waits for ever.
+func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	claims := tenClaims(t, s)[:6]
+	twice := claims[0]
+	twice.UserID, twice.ClaimedAt = "z", claims[5].ClaimedAt.Add(time.Millisecond)
+	batch := append(slices.Clone(claims[:3]), twice, claims[3], claims[4])
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := s.ApplyClaimsInChunks(ctx, batch, 3)
+	if err != nil || res.Applied != 5 ||
+		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(twice, "claimed_by_another_user")}) {
+		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 5 applied and packet 100's second claim a conflict", res, err)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 1+2+3+4+5 {
+		t.Errorf("claimed_cents %d, want 15", e.ClaimedCents)
+	}
+}
