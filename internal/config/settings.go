@@ -59,7 +59,7 @@ var Settings = []Setting{
 	{"SHORT_ID_MIN", "10000000", "lowest short user id", Grabber},
 	{"SHORT_ID_MAX", "99999999", "highest short user id; at most 2^32 ids in the range", Grabber},
 	{"FLUSH_BATCH_SIZE", "2000", "claims per flusher transaction", Flusher},
-	{"FLUSH_PIPELINE", "4", "transactions a batch taken from a shard holds, written two at a time", Flusher},
+	{"FLUSH_PIPELINE", "4", "transactions of FLUSH_BATCH_SIZE a batch taken from a shard holds, written two at a time", Flusher},
 	{"FLUSH_IDLE_WAIT", "100ms", "pause when every queue is empty", Flusher},
 	{"FLUSH_MAX_BACKOFF", "5s", "longest pause between retries", Flusher},
 	{"LOADING_REPAIR_AFTER", "30s", "age at which a half-loaded envelope is finished", Flusher},
