@@ -119,3 +119,27 @@ func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
 		t.Errorf("claimed_cents %d, want 15", e.ClaimedCents)
 	}
 }
+
+// A chunk refused while the next one's COPY is open (here a claim of a
+// packet refunded after the grab): the open COPY is rolled back first, or
+// the next chunk, applied again, would wait on its own uncommitted rows for
+// ever; then the refused chunk is applied guarded (the refunded packet a
+// conflict) and the next one whole.
+func TestApplyClaimsInChunksRefusedWithTheNextCopyOpen(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	claims := tenClaims(t, s)[:6]
+	if _, err := pool.Exec(t.Context(), `UPDATE packet_pool SET refunded_at = now() WHERE id = 101`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	res, err := s.ApplyClaimsInChunks(ctx, claims, 3)
+	if err != nil || res.Applied != 5 ||
+		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(claims[1], "packet_refunded")}) {
+		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 5 applied and packet 101 refused as refunded", res, err)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != 1+3+4+5+6 {
+		t.Errorf("claimed_cents %d, want 19", e.ClaimedCents)
+	}
+}
