@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/pgstore"
@@ -32,16 +33,22 @@ func runsOf(t *testing.T, pool *pgxpool.Pool, env int64) [][]int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out [][]int64
-	for rows.Next() {
-		var ids []int64
-		if err := rows.Scan(&ids); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ids)
+	runs, err := pgx.CollectRows(rows, pgx.RowTo[[]int64])
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return runs
+}
+
+// wantLedger checks envelope 1's claims and cents in PostgreSQL.
+func wantLedger(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, claims, cents int64) {
+	t.Helper()
+	if n := count(t, pool, `SELECT count(*) FROM claims WHERE envelope_id = 1`); n != claims {
+		t.Errorf("%d claims, want %d", n, claims)
+	}
+	if e := readEnvelope(t, s, 1); e.ClaimedCents != cents {
+		t.Errorf("claimed_cents %d, want %d", e.ClaimedCents, cents)
+	}
 }
 
 // A batch in chunks commits each chunk in the batch's order: every claim
@@ -59,19 +66,12 @@ func TestApplyClaimsInChunksCommitsInOrder(t *testing.T) {
 	if runs := runsOf(t, pool, 1); !slices.EqualFunc(runs, want, slices.Equal) {
 		t.Errorf("runs %v, want %v", runs, want)
 	}
-	if e := readEnvelope(t, s, 1); e.ClaimedCents != 55 {
-		t.Errorf("claimed_cents %d, want 55", e.ClaimedCents)
-	}
+	wantLedger(t, s, pool, 10, 55)
 	res, err = s.ApplyClaimsInChunks(t.Context(), claims, 3)
 	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || len(res.SoldOut) != 0 {
 		t.Fatalf("again: %+v, %v; want nothing new", res, err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM claims WHERE envelope_id = 1`); n != 10 {
-		t.Errorf("%d claims, want 10", n)
-	}
-	if e := readEnvelope(t, s, 1); e.ClaimedCents != 55 {
-		t.Errorf("claimed_cents %d after the replay, want 55", e.ClaimedCents)
-	}
+	wantLedger(t, s, pool, 10, 55)
 }
 
 // A flusher killed between two chunks of a batch leaves the first
@@ -88,12 +88,7 @@ func TestApplyClaimsInChunksAfterAPartialCommit(t *testing.T) {
 	if err != nil || res.Applied != 6 || len(res.Conflicts) != 0 {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want the 6 not yet applied", res, err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM claims WHERE envelope_id = 1`); n != 10 {
-		t.Errorf("%d claims, want 10", n)
-	}
-	if e := readEnvelope(t, s, 1); e.ClaimedCents != 55 {
-		t.Errorf("claimed_cents %d, want 55", e.ClaimedCents)
-	}
+	wantLedger(t, s, pool, 10, 55)
 }
 
 // A packet granted twice (a Redis that lost state), once in each of two
@@ -103,7 +98,7 @@ func TestApplyClaimsInChunksAfterAPartialCommit(t *testing.T) {
 // nothing waits for ever.
 func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s, pool := newStore(t)
 	claims := tenClaims(t, s)[:6]
 	twice := claims[0]
 	twice.UserID, twice.ClaimedAt = "z", claims[5].ClaimedAt.Add(time.Millisecond)
@@ -115,9 +110,7 @@ func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
 		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(twice, "claimed_by_another_user")}) {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 5 applied and packet 100's second claim a conflict", res, err)
 	}
-	if e := readEnvelope(t, s, 1); e.ClaimedCents != 1+2+3+4+5 {
-		t.Errorf("claimed_cents %d, want 15", e.ClaimedCents)
-	}
+	wantLedger(t, s, pool, 5, 1+2+3+4+5)
 }
 
 // A chunk refused while the next one's COPY is open (here a claim of a
@@ -139,7 +132,5 @@ func TestApplyClaimsInChunksRefusedWithTheNextCopyOpen(t *testing.T) {
 		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(claims[1], "packet_refunded")}) {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 5 applied and packet 101 refused as refunded", res, err)
 	}
-	if e := readEnvelope(t, s, 1); e.ClaimedCents != 1+3+4+5+6 {
-		t.Errorf("claimed_cents %d, want 19", e.ClaimedCents)
-	}
+	wantLedger(t, s, pool, 5, 1+3+4+5+6)
 }
