@@ -215,6 +215,7 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 		flush.Config{
 			BatchSize:   cfg.FlushBatchSize,
 			Pipeline:    cfg.FlushPipeline,
+			Writers:     cfg.FlushWriters,
 			IdleWait:    cfg.FlushIdleWait,
 			MaxBackoff:  cfg.FlushMaxBackoff,
 			RepairAfter: cfg.LoadingRepairAfter,

@@ -48,6 +48,7 @@ type Config struct {
 
 	FlushBatchSize     int
 	FlushPipeline      int
+	FlushWriters       int
 	FlushIdleWait      time.Duration
 	FlushMaxBackoff    time.Duration
 	LoadingRepairAfter time.Duration
@@ -103,7 +104,8 @@ func Load(getenv func(string) string) (Config, error) {
 		ShortIDMax:     int64(r.int("SHORT_ID_MAX", 99999999)),
 
 		FlushBatchSize:     r.int("FLUSH_BATCH_SIZE", 2000),
-		FlushPipeline:      r.int("FLUSH_PIPELINE", 4),
+		FlushPipeline:      r.int("FLUSH_PIPELINE", 8),
+		FlushWriters:       r.int("FLUSH_WRITERS", 2),
 		FlushIdleWait:      r.duration("FLUSH_IDLE_WAIT", 100*time.Millisecond),
 		FlushMaxBackoff:    r.duration("FLUSH_MAX_BACKOFF", 5*time.Second),
 		LoadingRepairAfter: r.duration("LOADING_REPAIR_AFTER", 30*time.Second),

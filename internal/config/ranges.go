@@ -29,6 +29,7 @@ var intRanges = map[string]intRange{
 	"SHORT_ID_MAX":       {0, maxJSONInt},
 	"FLUSH_BATCH_SIZE":   {1, 100_000},
 	"FLUSH_PIPELINE":     {1, 16},
+	"FLUSH_WRITERS":      {1, 16}, // each a connection of the pool while a batch is written
 	"WEBHOOK_WORKERS":    {1, 64},
 	"USER_GRAB_RATE":     {0, 1_000_000}, // also the bucket's size: a second's grabs at once
 	"USER_DAILY_GRABS":   {0, 1_000_000_000},

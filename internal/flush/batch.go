@@ -35,7 +35,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	claims := toClaims(b.Claims)
-	res, err := f.pg.ApplyClaimsInChunks(ctx, claims, f.cfg.BatchSize)
+	res, err := f.pg.ApplyClaimsInChunks(ctx, claims, f.cfg.BatchSize, f.cfg.Writers)
 	var refused []int
 	if pgstore.IsRefused(err) {
 		// PostgreSQL refuses the batch's data, not the connection: retried

@@ -49,18 +49,21 @@ func BenchmarkDrain(b *testing.B) {
 // unique order number) into a table of their own. It reports both rates and
 // their ratio, from the same moments of the machine, and the share of the
 // drain's time each phase of a batch took (redpacket_flush_phase_duration_seconds);
-// with one transaction a batch (pipeline=1), two, and four (the default).
+// with one transaction a batch (pipeline=1), and with four (the default) or
+// eight, written by two or three connections at once (writers; 3 is the
+// default).
 func BenchmarkDrainVsCopy(b *testing.B) {
-	for _, pipeline := range []int{1, 2, 4} {
-		b.Run("pipeline="+strconv.Itoa(pipeline), func(b *testing.B) { drainVsCopy(b, pipeline) })
+	for _, c := range []struct{ pipeline, writers int }{{1, 1}, {4, 2}, {8, 2}, {8, 3}} {
+		name := "pipeline=" + strconv.Itoa(c.pipeline) + ",writers=" + strconv.Itoa(c.writers)
+		b.Run(name, func(b *testing.B) { drainVsCopy(b, c.pipeline, c.writers) })
 	}
 }
 
-func drainVsCopy(b *testing.B, pipeline int) {
+func drainVsCopy(b *testing.B, pipeline, writers int) {
 	const n = 100_000
 	s := stack.New(b)
 	defer s.Redis.Coalesce(4, 64)()
-	f := New(s.Redis, s.PG, Config{BatchSize: 2000, Pipeline: pipeline}, zap.NewNop())
+	f := New(s.Redis, s.PG, Config{BatchSize: 2000, Pipeline: pipeline, Writers: writers}, zap.NewNop())
 	ctx := context.Background()
 	if _, err := s.Pool.Exec(ctx, `CREATE TABLE copy_reference (packet_id bigint PRIMARY KEY, envelope_id bigint NOT NULL,
 		user_id text NOT NULL, claimed_at timestamptz NOT NULL, order_no text UNIQUE, UNIQUE (envelope_id, user_id))`); err != nil {

@@ -2,10 +2,11 @@
 // Redis shards into PostgreSQL in batches, and repair envelopes a crashed
 // grabber left loading. It is single-threaded by design: one batch at a time,
 // so a batch is always either in flight (in Redis) or durable (in PostgreSQL).
-// A batch is written as Pipeline transactions that commit in order, each
-// one's COPY overlapping the commit of the one before (on a connection of its
-// own): until the last commits, the whole batch stays in flight, and a
-// retry re-applies the transactions already committed, which changes nothing.
+// A batch is written as Pipeline transactions that commit in order, up to
+// Writers of them open at once on connections of their own (the COPYs of
+// the later ones run while the earliest commits): until the last commits,
+// the whole batch stays in flight, and a retry re-applies the transactions
+// already committed, which changes nothing.
 package flush
 
 import (
@@ -26,9 +27,12 @@ import (
 type Config struct {
 	BatchSize int // claims per transaction (default 2000)
 	// Pipeline is how many transactions of BatchSize one batch taken from
-	// a shard holds; they are written two at a time (default 4; 1 writes
-	// one transaction a batch).
-	Pipeline    int
+	// a shard holds (default 8; 1 writes one transaction a batch).
+	Pipeline int
+	// Writers is how many of a batch's transactions are open at once, each
+	// on a connection of its own: one commits while the others COPY
+	// (default 2; 1 writes them one after the other).
+	Writers     int
 	IdleWait    time.Duration // pause when every queue is empty (default 100ms)
 	MaxBackoff  time.Duration // longest pause after a failure (default 5s)
 	RepairEvery time.Duration // how often to look for envelopes left loading (default 5s)
@@ -55,7 +59,10 @@ func (c Config) withDefaults() Config {
 		c.BatchSize = 2000
 	}
 	if c.Pipeline <= 0 {
-		c.Pipeline = 4
+		c.Pipeline = 8
+	}
+	if c.Writers <= 0 {
+		c.Writers = 2
 	}
 	def(&c.IdleWait, 100*time.Millisecond)
 	def(&c.MaxBackoff, 5*time.Second)
@@ -123,7 +130,7 @@ const batchTimeout = 30 * time.Second
 // starts with what is in flight.
 func (f *Flusher) Run(ctx context.Context) error {
 	f.log.Info("flusher running", zap.Int("shards", f.redis.Keys().Shards()),
-		zap.Int("batch_size", f.cfg.BatchSize), zap.Int("pipeline", f.cfg.Pipeline), zap.Duration("idle_wait", f.cfg.IdleWait),
+		zap.Int("batch_size", f.cfg.BatchSize), zap.Int("pipeline", f.cfg.Pipeline), zap.Int("writers", f.cfg.Writers), zap.Duration("idle_wait", f.cfg.IdleWait),
 		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
 	backoff := backoffStart
 	var nextUpkeep, nextRepair, nextLease time.Time

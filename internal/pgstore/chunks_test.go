@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestApplyClaimsInChunksCommitsInOrder(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
 	claims := tenClaims(t, s)
-	res, err := s.ApplyClaimsInChunks(t.Context(), claims, 3)
+	res, err := s.ApplyClaimsInChunks(t.Context(), claims, 3, 3)
 	if err != nil || res.Applied != 10 || len(res.Conflicts) != 0 || !slices.Equal(res.SoldOut, []int64{1}) {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 10 applied, envelope 1 sold out", res, err)
 	}
@@ -67,7 +68,7 @@ func TestApplyClaimsInChunksCommitsInOrder(t *testing.T) {
 		t.Errorf("runs %v, want %v", runs, want)
 	}
 	wantLedger(t, s, pool, 10, 55)
-	res, err = s.ApplyClaimsInChunks(t.Context(), claims, 3)
+	res, err = s.ApplyClaimsInChunks(t.Context(), claims, 3, 3)
 	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || len(res.SoldOut) != 0 {
 		t.Fatalf("again: %+v, %v; want nothing new", res, err)
 	}
@@ -84,7 +85,7 @@ func TestApplyClaimsInChunksAfterAPartialCommit(t *testing.T) {
 	if res := mustApply(t, s, claims[:4]...); res.Applied != 4 {
 		t.Fatalf("first chunk: %+v", res)
 	}
-	res, err := s.ApplyClaimsInChunks(t.Context(), claims, 4)
+	res, err := s.ApplyClaimsInChunks(t.Context(), claims, 4, 3)
 	if err != nil || res.Applied != 6 || len(res.Conflicts) != 0 {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want the 6 not yet applied", res, err)
 	}
@@ -92,10 +93,11 @@ func TestApplyClaimsInChunksAfterAPartialCommit(t *testing.T) {
 }
 
 // A packet granted twice (a Redis that lost state), once in each of two
-// chunks: the second chunk's COPY waits on the first's uncommitted claim of
-// it, then fails once that commits, and the second chunk is applied the
-// guarded way: the later claim becomes a conflict, the rest is written,
-// nothing waits for ever.
+// chunks COPYed at once: whichever COPY reaches the packet second waits on
+// the other's uncommitted claim of it, then fails (the first chunk commits;
+// or the wait outlasts the COPY's lock timeout), and what is not committed
+// is applied the guarded way: the later claim becomes a conflict, the rest
+// is written, nothing waits for ever.
 func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
@@ -105,7 +107,7 @@ func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
 	batch := append(slices.Clone(claims[:3]), twice, claims[3], claims[4])
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	res, err := s.ApplyClaimsInChunks(ctx, batch, 3)
+	res, err := s.ApplyClaimsInChunks(ctx, batch, 3, 2)
 	if err != nil || res.Applied != 5 ||
 		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(twice, "claimed_by_another_user")}) {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 5 applied and packet 100's second claim a conflict", res, err)
@@ -127,10 +129,76 @@ func TestApplyClaimsInChunksRefusedWithTheNextCopyOpen(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	res, err := s.ApplyClaimsInChunks(ctx, claims, 3)
+	res, err := s.ApplyClaimsInChunks(ctx, claims, 3, 2)
 	if err != nil || res.Applied != 5 ||
 		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(claims[1], "packet_refunded")}) {
 		t.Fatalf("ApplyClaimsInChunks = %+v, %v; want 5 applied and packet 101 refused as refunded", res, err)
 	}
 	wantLedger(t, s, pool, 5, 1+3+4+5+6)
+}
+
+// Two chunks COPYed at once, the later one holding, first, a second grant
+// of the packet the earlier one holds last (a Redis that lost state): the
+// earlier COPY reaches the packet after the later one and waits on it, and
+// the later chunk commits only after the earlier. The COPY's lock timeout
+// ends the wait (without it this test waits for its deadline); the open
+// COPYs are rolled back and the chunks applied one by one, so the earlier
+// grab keeps the packet and the later one is a conflict.
+func TestApplyClaimsInChunksWithAnEarlierChunkWaitingOnALaterOne(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	const n = 2000
+	amounts := make([]int64, n)
+	for i := range amounts {
+		amounts[i] = 1
+	}
+	open(t, s, 1, 100, amounts)
+	var claims []pgstore.Claim
+	for i := range n {
+		claims = append(claims, claim(1, int64(100+i), "u"+strconv.Itoa(i)))
+	}
+	claims = s.WithAmounts(t, claims)
+	twice := claims[n-1]
+	twice.UserID, twice.ClaimedAt = "z", twice.ClaimedAt.Add(time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	res, err := s.ApplyClaimsInChunks(ctx, append(slices.Clone(claims), twice), n, 2)
+	if err != nil || res.Applied != n ||
+		!sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(twice, "claimed_by_another_user")}) {
+		t.Fatalf("ApplyClaimsInChunks = %d applied, conflicts %+v, %v; want %d applied and the second grant a conflict",
+			res.Applied, res.Conflicts, err, n)
+	}
+	wantLedger(t, s, pool, n, n)
+}
+
+// A lock held on claims (a DBA's) stalls a batch for at most the COPY's
+// lock timeout: the batch fails with lock_not_available, which is not a
+// refusal of its data (the flusher retries it rather than setting claims
+// aside), and writes nothing; once the lock goes, the same batch is written.
+func TestApplyClaimsInChunksBehindALockOnClaims(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	claims := tenClaims(t, s)
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(t.Context())) //nolint:errcheck
+	if _, err := tx.Exec(t.Context(), `LOCK TABLE claims IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err = s.ApplyClaimsInChunks(ctx, claims, 3, 3)
+	if !hasSQLState(err, "55P03") || pgstore.IsRefused(err) {
+		t.Fatalf("ApplyClaimsInChunks behind a lock = %v; want lock_not_available (55P03), not a refusal", err)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wantLedger(t, s, pool, 0, 0)
+	if res, err := s.ApplyClaimsInChunks(ctx, claims, 3, 3); err != nil || res.Applied != 10 {
+		t.Fatalf("after the lock: %+v, %v; want 10 applied", res, err)
+	}
+	wantLedger(t, s, pool, 10, 55)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,6 +115,11 @@ type copiedClaims struct {
 	claims []Claim
 }
 
+// copyLockTimeout bounds a claim transaction's waits on locks
+// (dbsqlc.ClaimCopyLockTimeout says why). Without a Redis that lost state
+// or a DBA's lock, nothing waits at all.
+const copyLockTimeout = time.Second
+
 // copyClaims begins a transaction and COPYs claims into it; on an error
 // nothing stays open.
 func (s *Store) copyClaims(ctx context.Context, claims []Claim) (*copiedClaims, error) {
@@ -121,7 +127,12 @@ func (s *Store) copyClaims(ctx context.Context, claims []Claim) (*copiedClaims, 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.q.WithTx(tx).CopyClaims(ctx, copyRows(claims)); err != nil {
+	q := s.q.WithTx(tx)
+	err = q.ClaimCopyLockTimeout(ctx, strconv.FormatInt(copyLockTimeout.Milliseconds(), 10))
+	if err == nil {
+		_, err = q.CopyClaims(ctx, copyRows(claims))
+	}
+	if err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}

@@ -25,10 +25,10 @@ import (
 //     event row per claim (migration 16) are in BENCHMARKS.md.
 //   - shipped-no-events: the same with the statement after the COPY cut
 //     before its events (the runs and the sold-out rows).
-//   - shipped-pipelined: ApplyClaimsInChunks, two batches at a time: the
-//     second batch's COPY, in a transaction of its own, runs while the
-//     first sends its statement and commits on another connection; they
-//     still commit in order.
+//   - shipped-pipelined: ApplyClaimsInChunks, two batches at a time, each
+//     in a transaction on a connection of its own: their COPYs run at once,
+//     and the second batch's goes on while the first sends its statement
+//     and commits; they still commit in order.
 //   - append-guarded[+events]: INSERT ... SELECT FROM unnest ... ON
 //     CONFLICT DO NOTHING into a claims table with the indexes the claimed
 //     packet row has today (primary key, unique (envelope_id, user_id),
@@ -88,7 +88,7 @@ func BenchmarkClaimDesigns(b *testing.B) {
 			pending = c
 			return len(c), nil
 		}
-		res, err := s.ApplyClaimsInChunks(ctx, append(pending, c...), len(c))
+		res, err := s.ApplyClaimsInChunks(ctx, append(pending, c...), len(c), 2)
 		pending = nil
 		return res.Applied / 2, err
 	}
