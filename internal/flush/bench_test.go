@@ -49,9 +49,9 @@ func BenchmarkDrain(b *testing.B) {
 // unique order number) into a table of their own. It reports both rates and
 // their ratio, from the same moments of the machine, and the share of the
 // drain's time each phase of a batch took (redpacket_flush_phase_duration_seconds);
-// with one transaction a batch (pipeline=1), and with four (the default) or
-// eight, written by two or three connections at once (writers; 3 is the
-// default).
+// with one transaction a batch (pipeline=1), and with four or eight (the
+// default), written by two (the default) or three connections at once
+// (writers).
 func BenchmarkDrainVsCopy(b *testing.B) {
 	for _, c := range []struct{ pipeline, writers int }{{1, 1}, {4, 2}, {8, 2}, {8, 3}} {
 		name := "pipeline=" + strconv.Itoa(c.pipeline) + ",writers=" + strconv.Itoa(c.writers)
