@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,5 +102,41 @@ func TestMigrateSaysWhatItApplied(t *testing.T) {
 	lines = requireJSONLog(t, "second migrate", stderr)
 	if code != 0 || len(lines) != 1 || !strings.Contains(lines[0].Msg, "up to date") {
 		t.Fatalf("second migrate: exit %d, log:\n%s\nwant one line: up to date", code, stderr)
+	}
+}
+
+// A flusher whose FLUSH_WRITERS take every connection of its pool says so
+// at start, naming both numbers, and runs; with pgx's default pool (at
+// least 4 connections) and the default two writers it says nothing.
+func TestFlusherWarnsWhenItsWritersFillItsPool(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.PostgresURL(t)
+	for _, c := range []struct {
+		name, pool string
+		warn       bool
+	}{
+		{"pool of 2", "2", true},
+		{"default pool", "", false},
+	} {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.pool != "" {
+			q := u.Query()
+			q.Set("pool_max_conns", c.pool)
+			u.RawQuery = q.Encode()
+		}
+		addr := freeAddr(t)
+		env := append(append([]string{}, settingsOff...), "DATABASE_URL="+u.String(), "REDIS_URL="+testenv.RedisURL(t),
+			"REDIS_KEY_PREFIX="+testenv.Name("t"), "FLUSHER_ADDR="+addr, "FLUSH_WRITERS=2")
+		p := start(t, "flusher", env)
+		waitReady(t, "http://"+addr+"/readyz")
+		p.stop(t)
+		out := p.out.String()
+		warned := strings.Contains(out, "FLUSH_WRITERS leaves the flusher's pool no connection")
+		if warned != c.warn || (c.warn && !strings.Contains(out, `"flush_writers":2,"pool_max_conns":2`)) {
+			t.Errorf("%s: warned %v, want %v; log:\n%s", c.name, warned, c.warn, out)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"redpacket/internal/db/dburl"
 )
 
 // Migration is one numbered migration.
@@ -37,7 +39,7 @@ func Apply(databaseURL string) ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded migrations: %w", err)
 	}
-	u, err := url.Parse(databaseURL)
+	u, err := url.Parse(dburl.Session(databaseURL))
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}

@@ -205,6 +205,12 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	}
 	cleanups.AddClose("postgres and redis clients", clients.Close)
 	registerMetrics(clients, evCfg)
+	if pool := int(clients.PG.Config().MaxConns); cfg.FlushWriters >= pool {
+		// Not an error: the writers and the rest share the pool, waiting
+		// for connections instead of working at once.
+		log.Warn("FLUSH_WRITERS leaves the flusher's pool no connection of its own for the rest of its work; "+
+			"raise pool_max_conns in DATABASE_URL", zap.Int("flush_writers", cfg.FlushWriters), zap.Int("pool_max_conns", pool))
+	}
 
 	rs := redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards)
 	// With GRAB_WAIT_REPLICAS, only claims the replicas hold are written.

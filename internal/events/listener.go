@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
+	"redpacket/internal/db/dburl"
 	"redpacket/internal/pgstore"
 )
 
@@ -79,7 +80,7 @@ func (l *Listener) Run(ctx context.Context) error {
 // session connects, listens and wakes waiters on every notification until
 // the connection fails or ctx ends. listening is called once LISTEN holds.
 func (l *Listener) session(ctx context.Context, listening func()) error {
-	conn, err := pgx.Connect(ctx, l.databaseURL)
+	conn, err := pgx.Connect(ctx, dburl.Session(l.databaseURL))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"redpacket/internal/db/dbsqlc"
+	"redpacket/internal/db/dburl"
 )
 
 // Leases decide which shards this flusher drains when several run: each
@@ -125,7 +126,7 @@ func (l *Leases) connect(ctx context.Context) error {
 	l.owned = map[int]bool{}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, l.url)
+	conn, err := pgx.Connect(cctx, dburl.Session(l.url))
 	if err != nil {
 		return fmt.Errorf("connect for shard leases: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"redpacket/internal/db/dburl"
 )
 
 // pgWatcher measures how long granted claims take to reach PostgreSQL and
@@ -69,7 +71,7 @@ const (
 )
 
 func newPGWatcher(ctx context.Context, url string, check *Checker) (*pgWatcher, error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(ctx, dburl.Session(url))
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
