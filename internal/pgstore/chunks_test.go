@@ -117,9 +117,9 @@ func TestApplyClaimsInChunksWithAPacketGrantedTwice(t *testing.T) {
 
 // A chunk refused while the next one's COPY is open (here a claim of a
 // packet refunded after the grab): the open COPY is rolled back first, or
-// the next chunk, applied again, would wait on its own uncommitted rows for
-// ever; then the refused chunk is applied guarded (the refunded packet a
-// conflict) and the next one whole.
+// the next chunk, applied again, would wait on its own uncommitted rows
+// until the lock timeout failed it; then the refused chunk is applied
+// guarded (the refunded packet a conflict) and the next one whole.
 func TestApplyClaimsInChunksRefusedWithTheNextCopyOpen(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
