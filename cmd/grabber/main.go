@@ -150,7 +150,9 @@ func newService(cfg config.Config, clients *daemon.Clients, log *zap.Logger, cle
 		telemetry.SequenceFetches.WithLabelValues(key).Inc()
 		telemetry.SequenceFetchSeconds.Observe(took.Seconds())
 	}}
-	envIDs := sequence.New(clients.PG, "envelope", seqOpts)
+	envOpts := seqOpts
+	envOpts.MaxAge = grab.EnvelopeIDMaxAge
+	envIDs := sequence.New(clients.PG, "envelope", envOpts)
 	cleanups.AddClose("envelope id allocator", envIDs.Close)
 	packetIDs := sequence.New(clients.PG, "packet", seqOpts)
 	cleanups.AddClose("packet id allocator", packetIDs.Close)

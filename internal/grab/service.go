@@ -31,6 +31,12 @@ var (
 	ErrWrongPassword = errors.New("wrong password")
 )
 
+// EnvelopeIDMaxAge is the sequence.Options.MaxAge of envelope ids: ids of
+// envelopes created more than about this far apart, by any processes, are
+// in the order they were created, so a user's history (by envelope) is in
+// creation order too.
+const EnvelopeIDMaxAge = time.Second
+
 // IDs hands out unique ids; *sequence.Allocator is one.
 type IDs interface {
 	Next(ctx context.Context) (int64, error)

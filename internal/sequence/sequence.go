@@ -26,6 +26,14 @@
 // prefetched segment) and never repeats one: the next reservation by anyone
 // starts above everything this process could have returned. Ids are therefore
 // unique and increasing per allocator, but not gap-free.
+//
+// # Age
+//
+// Across allocators ids are not in the order they were taken: a quiet
+// process hands out its segment for as long as it lasts, below the ids busy
+// processes took meanwhile. With Options.MaxAge an allocator drops a segment
+// older than that and reserves a fresh one, sized to what it used, so ids
+// taken more than MaxAge apart are in order whoever took them.
 package sequence
 
 import (
@@ -63,6 +71,15 @@ type Options struct {
 	// PrefetchAt is the fraction of a segment left when the next one is
 	// fetched in the background; 0 (or less) means 0.25, more than 1 means 1.
 	PrefetchAt float64
+	// MaxAge, if positive, is how long after its reservation a segment's
+	// ids may be handed out; older ones are dropped (and lost, as in a
+	// crash) and a fresh segment reserved. Ids of different allocators then
+	// follow the order of the calls that took them when the calls are more
+	// than MaxAge (and a reservation's round trip) apart: a process taking
+	// few ids does not hand out, hours later, ids below those other
+	// processes handed out meanwhile. Envelope ids use it, so that ordering
+	// by envelope id is ordering by creation.
+	MaxAge time.Duration
 	// OnFetch, if set, is called after each committed reservation with the
 	// number of ids reserved and how long it took. It runs on the fetching
 	// goroutine and should return quickly: Close waits for it.
@@ -76,6 +93,8 @@ type Allocator struct {
 	key        string // names the allocator in errors and OnFetch
 	step       int64
 	prefetchAt float64
+	maxAge     time.Duration
+	now        func() time.Time // the clock of MaxAge; tests set their own
 	onFetch    func(key string, n int64, took time.Duration)
 
 	// ctx is owned by the Allocator, not by any caller, so a caller giving up
@@ -93,14 +112,23 @@ type Allocator struct {
 	// segment, so a database outage costs one failed fetch per segment and
 	// not one per Next call; the caller that runs out retries synchronously.
 	prefetchFailed bool
-	closed         bool
+	// want is the size of the next fetch of a MaxAge allocator after a
+	// quiet spell (0: a full step). A process that let a segment go stale
+	// asks for about what it used, so that quiet processes take their ids
+	// nearly one at a time, in turn, rather than the first id of a
+	// segment each: envelope ids pick their shard (id modulo the shards),
+	// and first ids of equal steps would all pick the same few.
+	want   int64
+	full   int64 // the size of a full step, as the source last reserved one
+	closed bool
 }
 
 // segment is a run of reserved ids not yet handed out.
 type segment struct {
-	next int64 // the next id to hand out
-	left int64 // ids left from next on; counted rather than stored as an end so max int64 cannot overflow
-	size int64 // ids the segment started with, the base of the prefetch threshold
+	next int64     // the next id to hand out
+	left int64     // ids left from next on; counted rather than stored as an end so max int64 cannot overflow
+	size int64     // ids the segment started with, the base of the prefetch threshold
+	at   time.Time // when its reservation returned, for MaxAge
 }
 
 func (s *segment) take(n int64) int64 {
@@ -115,6 +143,7 @@ type flight struct {
 	done       chan struct{}
 	err        error
 	background bool
+	size       int64 // ids to ask for; 0: the source's step
 }
 
 // New returns an Allocator for key of the table sequence_numbers. It does not
@@ -133,6 +162,8 @@ func NewFromSource(name string, src Source, opt Options) *Allocator {
 		key:        name,
 		step:       max(opt.Step, 0),
 		prefetchAt: opt.PrefetchAt,
+		maxAge:     opt.MaxAge,
+		now:        time.Now,
 		onFetch:    opt.OnFetch,
 		ctx:        ctx,
 		cancel:     cancel,
@@ -205,6 +236,7 @@ func (a *Allocator) Close() {
 // takeLocked hands out n ids from the current segment, switching to the
 // prefetched one when the current is used up. It never does I/O.
 func (a *Allocator) takeLocked(n int64) (int64, bool) {
+	a.dropStaleLocked()
 	if a.cur.left == 0 && a.hasReady {
 		a.cur, a.hasReady, a.prefetchFailed = a.ready, false, false
 	}
@@ -212,13 +244,34 @@ func (a *Allocator) takeLocked(n int64) (int64, bool) {
 		return 0, false
 	}
 	id := a.cur.take(n)
+	if a.cur.left == 0 && a.want > 0 {
+		// Used up while young: busier, so twice as many, up to a full step.
+		if a.want *= 2; a.want >= a.full {
+			a.want = 0
+		}
+	}
 	a.maybePrefetchLocked()
 	return id, true
 }
 
-func (a *Allocator) maybePrefetchLocked() {
-	if a.hasReady || a.flight != nil || a.prefetchFailed || a.closed {
+// dropStaleLocked drops the segments reserved longer than MaxAge ago.
+func (a *Allocator) dropStaleLocked() {
+	if a.maxAge <= 0 {
 		return
+	}
+	now := a.now()
+	if a.cur.left > 0 && now.Sub(a.cur.at) > a.maxAge {
+		a.want = max(1, a.cur.size-a.cur.left) // what it used
+		a.cur.left = 0
+	}
+	if a.hasReady && now.Sub(a.ready.at) > a.maxAge {
+		a.hasReady = false
+	}
+}
+
+func (a *Allocator) maybePrefetchLocked() {
+	if a.hasReady || a.flight != nil || a.prefetchFailed || a.closed || a.want > 0 {
+		return // a quiet allocator's small segment would go stale unused
 	}
 	if float64(a.cur.left) >= a.prefetchAt*float64(a.cur.size) {
 		return
@@ -231,7 +284,10 @@ func (a *Allocator) maybePrefetchLocked() {
 // caller that started it waits like any other, bounded by its own context.
 // Must not be called after Close (wg.Add would race with wg.Wait).
 func (a *Allocator) startFlightLocked(background bool) *flight {
-	f := &flight{done: make(chan struct{}), background: background}
+	f := &flight{done: make(chan struct{}), background: background, size: a.step}
+	if a.want > 0 {
+		f.size = a.want
+	}
 	a.flight = f
 	a.wg.Add(1)
 	go a.run(f)
@@ -242,7 +298,7 @@ func (a *Allocator) run(f *flight) {
 	defer a.wg.Done()
 	ctx, cancel := context.WithTimeout(a.ctx, fetchTimeout)
 	defer cancel()
-	first, n, err := a.reserve(ctx, a.step, false)
+	first, n, err := a.reserve(ctx, f.size, false)
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -254,7 +310,10 @@ func (a *Allocator) run(f *flight) {
 		a.prefetchFailed = true
 	case err == nil:
 		// No segment can be ready here: flights start only when none is.
-		a.ready, a.hasReady = segment{next: first, left: n, size: n}, true
+		a.ready, a.hasReady = segment{next: first, left: n, size: n, at: a.now()}, true
+		if f.size == a.step {
+			a.full = n
+		}
 	}
 	f.err = err
 	close(f.done)

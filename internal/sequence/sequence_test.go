@@ -526,3 +526,69 @@ func BenchmarkNext(b *testing.B) {
 		b.Fatal("Next failed")
 	}
 }
+
+// With MaxAge, a process that took an id long ago does not hand out the
+// rest of that segment after another process has taken higher ids: its next
+// id is above them. Without MaxAge it would be the one after its first.
+func TestMaxAgeKeepsIdsInTheOrderTheyAreTaken(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	ctx := t.Context()
+	var clock atomic.Int64 // seconds past an arbitrary instant
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	quiet := newAllocator(t, pool, "envelope", Options{Step: 100, MaxAge: time.Second})
+	quiet.now = func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Second) }
+	busy := newAllocator(t, pool, "envelope", Options{Step: 100})
+
+	first := mustNext(t, ctx, quiet)
+	if again := mustNext(t, ctx, quiet); again != first+1 {
+		t.Fatalf("within MaxAge: %d after %d, want the segment's next", again, first)
+	}
+	other := mustNext(t, ctx, busy)
+	clock.Add(2)
+	later := mustNext(t, ctx, quiet)
+	if later <= other {
+		t.Fatalf("after MaxAge the quiet allocator handed out %d, below %d the other took before", later, other)
+	}
+	// And the segment it reserved then is used while it is young.
+	if next := mustNext(t, ctx, quiet); next != later+1 {
+		t.Fatalf("a fresh segment: %d after %d, want the next", next, later)
+	}
+}
+
+// Quiet processes with MaxAge take their ids nearly one at a time, in turn,
+// not the first id of a fresh segment each: envelope ids pick their shard
+// (id modulo the shards), and first ids of equal steps (1001, 1101, ...)
+// would all pick the same few shards.
+func TestMaxAgeQuietProcessesSpreadOverShards(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	ctx := t.Context()
+	var clock atomic.Int64
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var procs [3]*Allocator
+	for i := range procs {
+		procs[i] = newAllocator(t, pool, "envelope", Options{Step: 100, MaxAge: time.Second})
+		procs[i].now = func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Second) }
+	}
+	const shards = 16
+	seen := map[int64]bool{}
+	last := int64(0)
+	for i := range 48 {
+		clock.Add(2) // a quiet spell before every envelope
+		id := mustNext(t, ctx, procs[i%len(procs)])
+		if id <= last {
+			t.Fatalf("envelope %d got id %d after %d, created earlier", i, id, last)
+		}
+		last = id
+		seen[id%shards] = true
+	}
+	if len(seen) < shards*3/4 {
+		t.Errorf("48 envelopes of quiet processes fell on %d of %d shards", len(seen), shards)
+	}
+	// Each process's first segment is a full step; after it, a quiet
+	// process wastes at most one id an envelope.
+	if used := readRow(t, ctx, pool, "envelope").current - 1000; used > int64(len(procs)*100+2*48) {
+		t.Errorf("48 envelopes used up %d ids", used)
+	}
+}

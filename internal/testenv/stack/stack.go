@@ -61,7 +61,7 @@ func build(t testing.TB, redisFor func(testing.TB) (redis.UniversalClient, strin
 		Redis: redisstore.New(rdb, prefix, Shards),
 		Clock: testenv.NewClock(time.Now()),
 	}
-	envIDs := sequence.New(pool, "envelope", sequence.Options{})
+	envIDs := sequence.New(pool, "envelope", sequence.Options{MaxAge: grab.EnvelopeIDMaxAge})
 	packetIDs := sequence.New(pool, "packet", sequence.Options{})
 	t.Cleanup(envIDs.Close)
 	t.Cleanup(packetIDs.Close)
