@@ -157,8 +157,8 @@ func TestConstraintViolationsReachTheChecks(t *testing.T) {
 	// Claimed and refunded: packet_pool has no constraint against it (the
 	// writers and the packets view's trigger keep it), so it is written
 	// to the table directly.
-	d.exec(`ALTER TABLE claims DROP CONSTRAINT claims_envelope_user_key`)
-	d.exec(`CREATE INDEX claims_envelope_user_key ON claims (envelope_id, user_id)`)
+	d.exec(`ALTER TABLE claims DROP CONSTRAINT claims_user_envelope_key`)
+	d.exec(`CREATE INDEX claims_user_envelope_key ON claims (user_id, envelope_id)`)
 	d.exec(`ALTER TABLE envelopes DROP CONSTRAINT envelopes_check1`)
 
 	d.settled(3001, now, 1, 100, 200, 300)

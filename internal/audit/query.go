@@ -38,7 +38,7 @@ import (
 //	       -> Aggregate (loops=500)
 //	            -> Hash Left Join (packet_pool p, claims c on envelope and packet)
 //	                 -> Bitmap Heap Scan on packet_pool p (packet_pool_envelope_idx: envelope_id = e.id)
-//	                 -> Hash -> Bitmap Heap Scan on claims c (claims_envelope_user_key: envelope_id = e.id)
+//	                 -> Hash -> Bitmap Heap Scan on claims c (claims_pkey: envelope_id = e.id)
 //
 // (Before claims had a table of their own, one index scan of packets per
 // envelope: about 20 ms for a page of 50,000 packets, on the first, middle

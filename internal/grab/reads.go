@@ -85,16 +85,22 @@ func bestShown(e pgstore.Envelope) bool {
 	return false
 }
 
-// UserClaims lists up to limit claims of a user newest first: those before
-// the key (beforeAt, beforePacketID), or the newest when beforePacketID is 0.
-func (s *Service) UserClaims(ctx context.Context, userID string, beforeAt time.Time, beforePacketID int64, limit int) ([]UserClaim, error) {
+// HistoryKey is where a page of a user's history starts: before the
+// envelope Envelope, or, for a cursor given out while histories were read
+// by grab time, before the envelope of the packet Packet. Zero: the newest.
+type HistoryKey struct{ Envelope, Packet int64 }
+
+// UserClaims lists up to limit claims of a user newest envelope first (a
+// user holds one packet per envelope), those before the key.
+func (s *Service) UserClaims(ctx context.Context, userID string, before HistoryKey, limit int) ([]UserClaim, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return nil, err
 	}
-	if beforePacketID == 0 {
-		beforeAt, beforePacketID = farFuture, maxKey
+	envelopeID, err := s.historyStart(ctx, before)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := s.pg.UserClaims(ctx, userID, beforeAt, beforePacketID, limit)
+	rows, err := s.pg.UserClaims(ctx, userID, envelopeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -103,6 +109,24 @@ func (s *Service) UserClaims(ctx context.Context, userID string, beforeAt time.T
 		out[i] = userClaimOf(c)
 	}
 	return out, nil
+}
+
+// historyStart is the envelope before which a history page starts.
+func (s *Service) historyStart(ctx context.Context, k HistoryKey) (int64, error) {
+	switch {
+	case k.Envelope != 0:
+		return k.Envelope, nil
+	case k.Packet == 0:
+		return maxKey, nil
+	}
+	id, err := s.pg.PacketEnvelope(ctx, k.Packet)
+	if errors.Is(err, pgstore.ErrNotFound) {
+		return 0, &envelope.FieldError{Field: "before", Problem: "its packet is gone from the ledger; start from the first page"}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return id, nil
 }
 
 // farFuture is after every claim and envelope: the time before which a

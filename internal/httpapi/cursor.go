@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"redpacket/internal/grab"
 )
 
 // Cursors are opaque to clients: base64url (no padding) of a version, the
@@ -48,6 +50,27 @@ func parseTimeCursor(s, list string) (time.Time, int64, error) {
 		return time.Time{}, 0, bad
 	}
 	return time.UnixMicro(us).UTC(), id, nil
+}
+
+// historyCursor is the key before which a user's history goes on: the
+// envelope of the last claim listed (a user holds one packet per envelope).
+func historyCursor(envelopeID int64) string {
+	return encodeCursor("h", strconv.FormatInt(envelopeID, 10))
+}
+
+// parseHistoryCursor reads a cursor of a user's history. One given out while
+// histories were read by grab time ("u": a time and a packet) still works:
+// the page goes on before that packet's envelope.
+func parseHistoryCursor(s string) (grab.HistoryKey, error) {
+	if parts, ok := decodeCursor(s, "h", 1); ok {
+		id, err := strconv.ParseInt(parts[0], 10, 64)
+		if err != nil || id <= 0 {
+			return grab.HistoryKey{}, badRequest("before: not a cursor of this list")
+		}
+		return grab.HistoryKey{Envelope: id}, nil
+	}
+	_, packet, err := parseTimeCursor(s, "u")
+	return grab.HistoryKey{Packet: packet}, err
 }
 
 func encodeCursor(list string, fields ...string) string {

@@ -93,12 +93,16 @@ type userClaimsResponse struct {
 
 // userClaims serves GET /v1/users/{user_id}/claims?before=&limit=.
 func (a *API) userClaims(w http.ResponseWriter, r *http.Request) {
-	at, id, limit, err := newestFirstQuery(r, "u", claimsLimitDefault, claimsLimitMax)
+	v, limit, err := listQuery(r, "before", claimsLimitDefault, claimsLimitMax)
+	var before grab.HistoryKey
+	if c, ok := v["before"]; ok && err == nil {
+		before, err = parseHistoryCursor(c[0])
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	rows, err := a.svc.UserClaims(r.Context(), r.PathValue("user_id"), at, id, limit+1)
+	rows, err := a.svc.UserClaims(r.Context(), r.PathValue("user_id"), before, limit+1)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -106,7 +110,7 @@ func (a *API) userClaims(w http.ResponseWriter, r *http.Request) {
 	resp := userClaimsResponse{Claims: make([]userClaimJSON, 0, min(len(rows), limit))}
 	for i, c := range rows {
 		if i == limit {
-			next := timeCursor("u", rows[i-1].GrabbedAt, rows[i-1].PacketID)
+			next := historyCursor(rows[i-1].EnvelopeID)
 			resp.NextBefore = &next
 			break
 		}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -275,6 +276,40 @@ func TestHistoriesNewestFirst(t *testing.T) {
 	requireError(t, c.do("GET", "/v1/senders/sender-0/envelopes?before="+*p.NextBefore, ""),
 		http.StatusBadRequest, "invalid_argument")
 	_ = context.Background
+}
+
+// A user's history is by envelope, newest envelope first: a packet of an
+// older envelope grabbed after a newer one's is listed under its envelope.
+// A cursor given out while histories were by grab time (a time and a
+// packet) goes on before that packet's envelope.
+func TestHistoryIsByEnvelope(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	older := c.create(`{"sender_id":"s","total_cents":500,"count":5}`)
+	newer := c.create(`{"sender_id":"s","total_cents":500,"count":5}`)
+	gNewer := c.grab(newer.EnvelopeID, "late")
+	s.Clock.Advance(time.Second)
+	gOlder := c.grab(older.EnvelopeID, "late")
+	flushAll(t, s)
+
+	var p userClaimsPage
+	requireJSON(t, c.do("GET", "/v1/users/late/claims", ""), &p)
+	if len(p.Claims) != 2 || p.Claims[0].PacketID != gNewer.PacketID || p.Claims[1].PacketID != gOlder.PacketID {
+		t.Fatalf("history %+v; want the newer envelope's packet %d, then the older's %d", p.Claims, gNewer.PacketID, gOlder.PacketID)
+	}
+	// The cursor the previous build gave after the newer envelope's claim.
+	legacy := base64.RawURLEncoding.EncodeToString(
+		fmt.Appendf(nil, "1:u:%d:%d", time.Now().UnixMicro(), gNewer.PacketID))
+	requireJSON(t, c.do("GET", "/v1/users/late/claims?before="+legacy, ""), &p)
+	if len(p.Claims) != 1 || p.Claims[0].PacketID != gOlder.PacketID || p.NextBefore != nil {
+		t.Fatalf("history after a cursor of grab time: %+v; want the older envelope's packet %d", p, gOlder.PacketID)
+	}
+	gone := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "1:u:%d:%d", time.Now().UnixMicro(), 1<<40))
+	requireError(t, c.do("GET", "/v1/users/late/claims?before="+gone, ""), http.StatusBadRequest, "invalid_argument")
+	for _, bad := range []string{"1:h:0", "1:h:", "1:h:x", "1:h:-5", "1:h:5:6", "2:h:5", "1:s:5"} {
+		cursor := base64.RawURLEncoding.EncodeToString([]byte(bad))
+		requireError(t, c.do("GET", "/v1/users/late/claims?before="+cursor, ""), http.StatusBadRequest, "invalid_argument")
+	}
 }
 
 type userClaimsPage struct {

@@ -124,10 +124,10 @@ func growthOps(ctx context.Context, walCompression string) []growthOp {
 			return pageRows(l.s.EnvelopeClaims(ctx, l.big, l.big*16+historyLimit, historyLimit))
 		}),
 		pageOp("user-first", func(l *growthLedger) (int, error) {
-			return pageRows(l.s.UserClaims(ctx, "probe-user", far, 1<<62, historyLimit))
+			return pageRows(l.s.UserClaims(ctx, "probe-user", 1<<62, historyLimit))
 		}),
 		pageOp("user-deep", func(l *growthLedger) (int, error) {
-			return pageRows(l.s.UserClaims(ctx, "probe-user", l.user.at, l.user.id, historyLimit))
+			return pageRows(l.s.UserClaims(ctx, "probe-user", l.user.id, historyLimit))
 		}),
 		pageOp("sender-first", func(l *growthLedger) (int, error) {
 			return pageRows(l.s.SenderEnvelopes(ctx, "probe-sender", far, 1<<62, historyLimit))

@@ -63,16 +63,29 @@ func (s *Store) BestClaim(ctx context.Context, envelopeID int64) (*ClaimedPacket
 	return c, nil
 }
 
-// UserClaims lists up to limit claims of a user newest first, those before
-// the key (beforeAt, beforePacketID).
-func (s *Store) UserClaims(ctx context.Context, userID string, beforeAt time.Time, beforePacketID int64, limit int) ([]UserClaim, error) {
+// UserClaims lists up to limit claims of a user newest envelope first,
+// those of envelopes before beforeEnvelopeID.
+func (s *Store) UserClaims(ctx context.Context, userID string, beforeEnvelopeID int64, limit int) ([]UserClaim, error) {
 	rows, err := s.q.UserClaimsPage(ctx, dbsqlc.UserClaimsPageParams{
-		UserID: userID, BeforeAt: beforeAt, BeforePacketID: beforePacketID, MaxRows: int32(limit),
+		UserID: userID, BeforeEnvelopeID: beforeEnvelopeID, MaxRows: int32(limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claims of user %q: %w", userID, err)
 	}
 	return rows, nil
+}
+
+// PacketEnvelope is the envelope of packet id; ErrNotFound when there is no
+// such packet.
+func (s *Store) PacketEnvelope(ctx context.Context, packetID int64) (int64, error) {
+	id, err := s.q.PacketEnvelope(ctx, packetID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("packet %d: %w", packetID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("envelope of packet %d: %w", packetID, err)
+	}
+	return id, nil
 }
 
 // SenderEnvelopes lists up to limit envelopes of a sender newest first,

@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -37,13 +38,18 @@ func TestBestClaimIsTheFirstHandedOutOnATie(t *testing.T) {
 	if rest, err := s.EnvelopeClaims(t.Context(), f.ID, 102, 10); err != nil || len(rest) != 2 || rest[0].PacketID != 101 {
 		t.Fatalf("claims after 102 = %+v, %v", rest, err)
 	}
-	// A user's claims at one instant are ordered by packet, newest first.
-	mine, err := s.UserClaims(t.Context(), "a", t0.Add(time.Hour), 1<<62, 10)
+	mine, err := s.UserClaims(t.Context(), "a", 1<<62, 10)
 	if err != nil || len(mine) != 1 || mine[0].PacketID != 103 || mine[0].SenderID != "sender-1" {
 		t.Fatalf("claims of a = %+v, %v", mine, err)
 	}
-	if none, err := s.UserClaims(t.Context(), "a", t0, 103, 10); err != nil || len(none) != 0 {
-		t.Fatalf("claims of a before its only claim = %+v, %v", none, err)
+	if none, err := s.UserClaims(t.Context(), "a", f.ID, 10); err != nil || len(none) != 0 {
+		t.Fatalf("claims of a before its only claim's envelope = %+v, %v", none, err)
+	}
+	if e, err := s.PacketEnvelope(t.Context(), 102); err != nil || e != f.ID {
+		t.Fatalf("envelope of packet 102 = %d, %v; want %d", e, err, f.ID)
+	}
+	if _, err := s.PacketEnvelope(t.Context(), 99); !errors.Is(err, pgstore.ErrNotFound) {
+		t.Fatalf("envelope of no packet: %v, want ErrNotFound", err)
 	}
 }
 

@@ -295,6 +295,19 @@ func (q *Queries) InsertSplitCommitment(ctx context.Context, arg InsertSplitComm
 	return err
 }
 
+const PacketEnvelope = `-- name: PacketEnvelope :one
+SELECT envelope_id FROM packet_pool WHERE id = $1
+`
+
+// PacketEnvelope is the envelope of a packet: where a history cursor from
+// before histories were read by envelope goes on.
+func (q *Queries) PacketEnvelope(ctx context.Context, packetID int64) (int64, error) {
+	row := q.db.QueryRow(ctx, PacketEnvelope, packetID)
+	var envelope_id int64
+	err := row.Scan(&envelope_id)
+	return envelope_id, err
+}
+
 const SenderEnvelopesPage = `-- name: SenderEnvelopesPage :many
 SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes
 WHERE sender_id = $1::text
@@ -413,17 +426,15 @@ const UserClaimsPage = `-- name: UserClaimsPage :many
 SELECT c.envelope_id, e.sender_id, c.packet_id, c.amount_cents, c.order_no, c.claimed_at
 FROM claims c
 JOIN envelopes e ON e.id = c.envelope_id
-WHERE c.user_id = $1::text
-  AND (c.claimed_at, c.packet_id) < ($2::timestamptz, $3::bigint)
-ORDER BY c.claimed_at DESC, c.packet_id DESC
-LIMIT $4
+WHERE c.user_id = $1::text AND c.envelope_id < $2::bigint
+ORDER BY c.envelope_id DESC
+LIMIT $3
 `
 
 type UserClaimsPageParams struct {
-	UserID         string
-	BeforeAt       time.Time
-	BeforePacketID int64
-	MaxRows        int32
+	UserID           string
+	BeforeEnvelopeID int64
+	MaxRows          int32
 }
 
 type UserClaimsPageRow struct {
@@ -435,15 +446,11 @@ type UserClaimsPageRow struct {
 	ClaimedAt   time.Time
 }
 
-// UserClaimsPage lists a user's claims newest first, those before the key
-// (before_at, before_packet_id) exclusive, by claims_user_idx.
+// UserClaimsPage lists a user's claims newest envelope first, those of
+// envelopes before before_envelope_id (exclusive), by
+// claims_user_envelope_key (a user holds one packet per envelope).
 func (q *Queries) UserClaimsPage(ctx context.Context, arg UserClaimsPageParams) ([]UserClaimsPageRow, error) {
-	rows, err := q.db.Query(ctx, UserClaimsPage,
-		arg.UserID,
-		arg.BeforeAt,
-		arg.BeforePacketID,
-		arg.MaxRows,
-	)
+	rows, err := q.db.Query(ctx, UserClaimsPage, arg.UserID, arg.BeforeEnvelopeID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -14,15 +14,20 @@ LIMIT @max_rows;
 SELECT best_claim_json(@envelope_id::bigint)::jsonb AS best;
 
 -- name: UserClaimsPage :many
--- UserClaimsPage lists a user's claims newest first, those before the key
--- (before_at, before_packet_id) exclusive, by claims_user_idx.
+-- UserClaimsPage lists a user's claims newest envelope first, those of
+-- envelopes before before_envelope_id (exclusive), by
+-- claims_user_envelope_key (a user holds one packet per envelope).
 SELECT c.envelope_id, e.sender_id, c.packet_id, c.amount_cents, c.order_no, c.claimed_at
 FROM claims c
 JOIN envelopes e ON e.id = c.envelope_id
-WHERE c.user_id = @user_id::text
-  AND (c.claimed_at, c.packet_id) < (@before_at::timestamptz, @before_packet_id::bigint)
-ORDER BY c.claimed_at DESC, c.packet_id DESC
+WHERE c.user_id = @user_id::text AND c.envelope_id < @before_envelope_id::bigint
+ORDER BY c.envelope_id DESC
 LIMIT @max_rows;
+
+-- name: PacketEnvelope :one
+-- PacketEnvelope is the envelope of a packet: where a history cursor from
+-- before histories were read by envelope goes on.
+SELECT envelope_id FROM packet_pool WHERE id = @packet_id;
 
 -- name: SenderEnvelopesPage :many
 -- SenderEnvelopesPage lists a sender's envelopes newest first, those before
