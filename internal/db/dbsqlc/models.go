@@ -417,7 +417,7 @@ type UserGrab struct {
 	ClaimedAt *time.Time
 }
 
-// Per user, every grab with its envelope (sender, share code, status); filter by user_id (indexed), newest first by claimed_at.
+// Per user, every grab with its envelope (sender, share code, status); filter by user_id (indexed, by envelope: ORDER BY envelope_id DESC reads in index order, newest envelope first; ORDER BY claimed_at DESC sorts the user's grabs).
 type UserHistory struct {
 	// Who grabbed.
 	UserID *string
