@@ -32,7 +32,8 @@ var (
 )
 
 // EnvelopeIDMaxAge is the sequence.Options.MaxAge of envelope ids: ids of
-// envelopes created more than about this far apart, by any processes, are
+// envelopes created more than about this far apart (and a reservation's
+// round trip), by any processes, are
 // in the order they were created, so a user's history (by envelope) is in
 // creation order too.
 const EnvelopeIDMaxAge = time.Second

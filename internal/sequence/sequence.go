@@ -33,7 +33,8 @@
 // process hands out its segment for as long as it lasts, below the ids busy
 // processes took meanwhile. With Options.MaxAge an allocator drops a segment
 // older than that and reserves a fresh one, sized to what it used, so ids
-// taken more than MaxAge apart are in order whoever took them.
+// taken more than MaxAge (and the reservation's round trip) apart are in
+// order whoever took them.
 package sequence
 
 import (
@@ -260,18 +261,28 @@ func (a *Allocator) dropStaleLocked() {
 		return
 	}
 	now := a.now()
-	if a.cur.left > 0 && now.Sub(a.cur.at) > a.maxAge {
-		a.want = max(1, a.cur.size-a.cur.left) // what it used
-		a.cur.left = 0
-	}
-	if a.hasReady && now.Sub(a.ready.at) > a.maxAge {
+	staleReady := a.hasReady && now.Sub(a.ready.at) > a.maxAge
+	if staleReady {
 		a.hasReady = false
+	}
+	switch {
+	case a.cur.left > 0 && now.Sub(a.cur.at) > a.maxAge:
+		used := a.cur.size - a.cur.left
+		a.cur.left = 0
+		if !a.hasReady { // quiet: no young segment to go on with
+			a.want = max(1, used)
+		}
+	case staleReady && a.cur.left == 0:
+		a.want = 1 // quiet: the prefetched segment went unused
 	}
 }
 
 func (a *Allocator) maybePrefetchLocked() {
-	if a.hasReady || a.flight != nil || a.prefetchFailed || a.closed || a.want > 0 {
-		return // a quiet allocator's small segment would go stale unused
+	if a.hasReady || a.flight != nil || a.prefetchFailed || a.closed {
+		return
+	}
+	if a.maxAge > 0 && a.cur.size < a.full {
+		return // a quiet allocator's: its next would go stale unused
 	}
 	if float64(a.cur.left) >= a.prefetchAt*float64(a.cur.size) {
 		return

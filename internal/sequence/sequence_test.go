@@ -592,3 +592,39 @@ func TestMaxAgeQuietProcessesSpreadOverShards(t *testing.T) {
 		t.Errorf("48 envelopes used up %d ids", used)
 	}
 }
+
+// A busy allocator whose segment goes stale while a young prefetched one
+// waits goes on with that one as any busy allocator does: full steps,
+// fetched in the background, none while a caller waits.
+func TestMaxAgeBusyAllocatorKeepsPrefetching(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	ctx := t.Context()
+	var clock atomic.Int64 // milliseconds
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var log fetchLog
+	a := newAllocator(t, pool, "envelope", Options{Step: 100, MaxAge: time.Second, OnFetch: log.record})
+	a.now = func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Millisecond) }
+
+	first := mustNext(t, ctx, a) // the first segment, reserved at 0 ms
+	clock.Store(800)
+	for range 79 {
+		mustNext(t, ctx, a) // the 76th starts the prefetch, reserved at 800 ms
+	}
+	waitFor(t, "the prefetch", func() bool { return log.count() == 2 })
+	clock.Store(1500) // the first segment is stale, the prefetched one young
+	if id := mustNext(t, ctx, a); id != first+100 {
+		t.Fatalf("after the stale segment: %d, want the prefetched segment's first, %d", id, first+100)
+	}
+	for range 79 {
+		mustNext(t, ctx, a)
+	}
+	waitFor(t, "the next prefetch", func() bool { return log.count() == 3 })
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for i, n := range log.sizes {
+		if n != 100 {
+			t.Errorf("fetch %d reserved %d ids, want full steps of 100", i, n)
+		}
+	}
+}
