@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"redpacket/internal/testenv"
-	"redpacket/migrations"
 )
 
 // Envelopes claimed before migration 15 get their luckiest grab on their row
@@ -16,11 +13,7 @@ import (
 // envelope without claims or of the fixed kind.
 func TestBestClaimSurvivesTheMoveToTheEnvelopeRow(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.PostgresURL(t)
-	m := newMigrate(t, dbURL)
-	if err := m.Steps(14 - migrations.Version); err != nil {
-		t.Fatalf("down to 14: %v", err)
-	}
+	m, dbURL := downTo(t, 14)
 	ctx := t.Context()
 	c, err := pgx.Connect(ctx, dbURL)
 	if err != nil {

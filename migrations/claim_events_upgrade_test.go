@@ -8,8 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/pgstore"
-	"redpacket/internal/testenv"
-	"redpacket/migrations"
 )
 
 // Going down from migration 17 turns the runs' claim events into events
@@ -18,13 +16,7 @@ import (
 // leaves those rows as they are, and new batches write runs again.
 func TestClaimEventsSurviveGoingDown(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.PostgresURL(t)
-	m := newMigrate(t, dbURL)
-	if v := migrations.Version; v > 17 {
-		if err := m.Steps(17 - v); err != nil {
-			t.Fatalf("down to 17: %v", err)
-		}
-	}
+	m, dbURL := downTo(t, 17)
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/pgstore"
-	"redpacket/internal/testenv"
 	"redpacket/migrations"
 )
 
@@ -19,11 +18,7 @@ import (
 // new claim write, and going back down keeps the claims written since.
 func TestClaimsSurviveTheMoveToTheirTable(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.PostgresURL(t)
-	m := newMigrate(t, dbURL)
-	if err := m.Steps(15 - migrations.Version); err != nil {
-		t.Fatalf("down to 15: %v", err)
-	}
+	m, dbURL := downTo(t, 15)
 	c := connect(t, dbURL)
 	ctx := t.Context()
 	at := time.Date(2030, 5, 17, 8, 0, 0, 0, time.UTC)

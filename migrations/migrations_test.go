@@ -165,6 +165,20 @@ func version(t *testing.T, dbURL string) (int64, bool) {
 	return v, dirty
 }
 
+// downTo is a test database migrated to the latest version and taken down
+// to version v: its migrate handle (to go up again) and its URL.
+func downTo(t *testing.T, v int) (*migrate.Migrate, string) {
+	t.Helper()
+	dbURL := testenv.PostgresURL(t)
+	m := newMigrate(t, dbURL)
+	if v < migrations.Version {
+		if err := m.Steps(v - migrations.Version); err != nil {
+			t.Fatalf("down to %d: %v", v, err)
+		}
+	}
+	return m, dbURL
+}
+
 func newMigrate(t *testing.T, dbURL string) *migrate.Migrate {
 	t.Helper()
 	src, err := iofs.New(migrations.FS, ".")

@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"redpacket/internal/testenv"
-	"redpacket/migrations"
 )
 
 // Migration 19 keeps a user to one packet per envelope with one index where
@@ -17,11 +14,7 @@ import (
 // that index, and going back down restores both indexes of migration 16.
 func TestUserClaimsKeyKeepsOnePacketPerUser(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.PostgresURL(t)
-	m := newMigrate(t, dbURL)
-	if err := m.Steps(18 - migrations.Version); err != nil {
-		t.Fatalf("down to 18: %v", err)
-	}
+	m, dbURL := downTo(t, 18)
 	c := connect(t, dbURL)
 	ctx := t.Context()
 	insert := `INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
@@ -73,11 +66,7 @@ func TestUserClaimsKeyAdoptsAnIndexBuiltBeforehand(t *testing.T) {
 		{`CREATE UNIQUE INDEX CONCURRENTLY claims_user_envelope_key ON claims (envelope_id, user_id)`, "is not UNIQUE ON claims (user_id, envelope_id)"},
 		{`CREATE INDEX CONCURRENTLY claims_user_envelope_key ON claims (user_id, envelope_id)`, "is not UNIQUE ON claims (user_id, envelope_id)"},
 	} {
-		dbURL := testenv.PostgresURL(t)
-		m := newMigrate(t, dbURL)
-		if err := m.Steps(18 - migrations.Version); err != nil {
-			t.Fatalf("down to 18: %v", err)
-		}
+		m, dbURL := downTo(t, 18)
 		conn := connect(t, dbURL)
 		ctx := t.Context()
 		if _, err := conn.Exec(ctx, c.index); err != nil {
