@@ -45,7 +45,7 @@ func TestUserClaimsKeyKeepsOnePacketPerUser(t *testing.T) {
 	if !strings.Contains(plan, "Index Only Scan Backward using claims_user_envelope_key") || strings.Contains(plan, "Sort") {
 		t.Errorf("a user's history page is not one backward range of claims_user_envelope_key:\n%s", plan)
 	}
-	if err := m.Steps(-1); err != nil {
+	if err := m.Migrate(18); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	if idx := strings.Join(queryStrings(t, c, `SELECT indexname::text FROM pg_indexes WHERE tablename = 'claims'

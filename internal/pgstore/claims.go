@@ -129,8 +129,12 @@ func (s *Store) copyClaims(ctx context.Context, claims []Claim) (*copiedClaims, 
 	}
 	q := s.q.WithTx(tx)
 	err = q.ClaimCopyLockTimeout(ctx, strconv.FormatInt(copyLockTimeout.Milliseconds(), 10))
+	var rows []dbsqlc.CopyClaimsParams
 	if err == nil {
-		_, err = q.CopyClaims(ctx, copyRows(claims))
+		rows, err = s.withSenders(ctx, q, claims)
+	}
+	if err == nil {
+		_, err = q.CopyClaims(ctx, rows)
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)

@@ -479,9 +479,11 @@ const growthChunkSQL = `WITH g AS (
 	       $5::timestamptz + CASE WHEN e = $3 THEN $3 / 2 ELSE e END * $6::float8 * interval '1 second' AS created
 	FROM generate_series($1::bigint, $2::bigint) e
 ), c AS MATERIALIZED (
-	SELECT e, big, probe, created, CASE WHEN big THEN 20000 WHEN probe THEN 10 ELSE 5 + e * 7 % 11 END AS cnt FROM g
+	SELECT e, big, probe, created, CASE WHEN big THEN 20000 WHEN probe THEN 10 ELSE 5 + e * 7 % 11 END AS cnt,
+	       CASE WHEN big THEN 'probe-big' WHEN probe THEN 'probe-sender' ELSE 'sender-' || (e * 40503 % 100003) END AS sender
+	FROM g
 ), r AS MATERIALIZED (
-	SELECT x.id, c.e, 1 + x.id * 31 % 97 AS amount, x.refunded, x.at, c.created,
+	SELECT x.id, c.e, 1 + x.id * 31 % 97 AS amount, x.refunded, x.at, c.created, c.sender,
 	       CASE WHEN c.probe AND k = 0 THEN 'probe-user' ELSE 'user-' || (x.id % 1000003 * 2654435761 % 1000003) END AS user_id
 	FROM c CROSS JOIN LATERAL generate_series(0, c.cnt - 1) k
 	CROSS JOIN LATERAL (SELECT c.e * 16 + k AS id, c.created + (k + 1) * interval '1 second' AS at,
@@ -490,8 +492,9 @@ const growthChunkSQL = `WITH g AS (
 	INSERT INTO packet_pool (id, envelope_id, amount_cents, refunded_at)
 	SELECT r.id, r.e, r.amount, CASE WHEN r.refunded THEN r.created + interval '1 day 1 minute' END FROM r
 ), cc AS (
-	INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
-	SELECT r.e, r.id, r.user_id, r.amount, r.at, to_char(r.at, 'YYYYMMDD') || lpad(r.id::text, 10, '0') FROM r WHERE NOT r.refunded
+	INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no, sender_id)
+	SELECT r.e, r.id, r.user_id, r.amount, r.at, to_char(r.at, 'YYYYMMDD') || lpad(r.id::text, 10, '0'), r.sender
+	FROM r WHERE NOT r.refunded
 ), t AS (
 	SELECT r.e AS envelope_id, sum(r.amount)::bigint AS total, count(*)::int AS n,
 	       coalesce(sum(r.amount) FILTER (WHERE NOT r.refunded), 0)::bigint AS claimed
@@ -499,9 +502,7 @@ const growthChunkSQL = `WITH g AS (
 )
 INSERT INTO envelopes (id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at,
                        settled_at, claimed_cents, refunded_cents)
-SELECT c.e, c.e % 16, lpad(c.e::text, 11, '0'),
-       CASE WHEN c.big THEN 'probe-big' WHEN c.probe THEN 'probe-sender' ELSE 'sender-' || (c.e * 40503 % 100003) END,
-       t.total, t.n, 'settled', c.created, c.created + interval '1 day', c.created + interval '1 day 1 minute',
+SELECT c.e, c.e % 16, lpad(c.e::text, 11, '0'), c.sender, t.total, t.n, 'settled', c.created, c.created + interval '1 day', c.created + interval '1 day 1 minute',
        t.claimed, t.total - t.claimed
 FROM c JOIN t ON t.envelope_id = c.e`
 

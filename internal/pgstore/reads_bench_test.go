@@ -104,11 +104,12 @@ func writeHistoryTables(ctx context.Context, b *testing.B, pool *pgxpool.Pool, n
 		{`INSERT INTO packet_pool (id, envelope_id, amount_cents)
 		 SELECT p, CASE WHEN p < 100010 THEN 1 ELSE p / 10 END, 1 + p % 97
 		 FROM generate_series(10, $1::bigint * 10 - 1) p`, []any{envelopes}},
-		{`INSERT INTO claims (envelope_id, packet_id, amount_cents, user_id, claimed_at)
-		 SELECT CASE WHEN p < 100010 THEN 1 ELSE p / 10 END, p, 1 + p % 97,
+		{`INSERT INTO claims (envelope_id, packet_id, amount_cents, user_id, claimed_at, sender_id)
+		 SELECT e, p, 1 + p % 97,
 		        CASE WHEN p < 100010 THEN 'big-' || p ELSE 'user-' || (p % 1000) END,
-		        $1::timestamptz + p * interval '1 millisecond'
-		 FROM generate_series(10, $2::bigint * 10 - 1) p`, []any{t0, envelopes}},
+		        $1::timestamptz + p * interval '1 millisecond', 'sender-' || (e % 100)
+		 FROM generate_series(10, $2::bigint * 10 - 1) p, LATERAL (SELECT CASE WHEN p < 100010 THEN 1 ELSE p / 10 END AS e) x`,
+			[]any{t0, envelopes}},
 		// The large envelope's luckiest grab, as the flusher keeps it.
 		{`UPDATE envelopes e SET best_packet_id = b.id, best_amount_cents = b.amount_cents
 		 FROM (SELECT id, amount_cents FROM packet_pool WHERE envelope_id = 1 ORDER BY amount_cents DESC, id DESC LIMIT 1) b

@@ -28,12 +28,15 @@ var ErrShareCodeTaken = errors.New("share code already in use")
 
 // Store runs the service's queries on a pool.
 type Store struct {
-	pool *pgxpool.Pool
-	q    *dbsqlc.Queries
+	pool    *pgxpool.Pool
+	q       *dbsqlc.Queries
+	senders *senderCache
 }
 
 // New returns a Store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: dbsqlc.New(pool)} }
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: dbsqlc.New(pool), senders: newSenderCache()}
+}
 
 // Connect opens a pool and checks that the server answers.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {

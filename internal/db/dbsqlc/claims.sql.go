@@ -163,9 +163,10 @@ WITH input AS (
                     unnest($4::timestamptz[]), unnest($5::text[]))
         AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
 ), inserted AS (
-    INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
+    INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no, sender_id)
     SELECT i.envelope_id, i.packet_id, i.user_id, p.amount_cents, i.claimed_at,
-           CASE WHEN EXISTS (SELECT 1 FROM claims o WHERE o.order_no = i.order_no) THEN NULL ELSE i.order_no END
+           CASE WHEN EXISTS (SELECT 1 FROM claims o WHERE o.order_no = i.order_no) THEN NULL ELSE i.order_no END,
+           (SELECT e.sender_id FROM envelopes e WHERE e.id = i.envelope_id)
     FROM input i JOIN packet_pool p ON p.id = i.packet_id
     WHERE (p.envelope_id = i.envelope_id AND p.refunded_at IS NULL) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM claims q WHERE q.envelope_id = i.envelope_id AND q.user_id = i.user_id)
@@ -318,6 +319,7 @@ type CopyClaimsParams struct {
 	AmountCents int64
 	ClaimedAt   time.Time
 	OrderNo     *string
+	SenderID    *string
 }
 
 const RecordConflicts = `-- name: RecordConflicts :many

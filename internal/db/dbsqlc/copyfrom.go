@@ -35,6 +35,7 @@ func (r iteratorForCopyClaims) Values() ([]interface{}, error) {
 		r.rows[0].AmountCents,
 		r.rows[0].ClaimedAt,
 		r.rows[0].OrderNo,
+		r.rows[0].SenderID,
 	}, nil
 }
 
@@ -49,7 +50,7 @@ func (r iteratorForCopyClaims) Err() error {
 // of the envelope), or a replay after a crash, is refused as a whole by the
 // unique indexes, and the caller sends it again with ApplyClaimsGuarded.
 func (q *Queries) CopyClaims(ctx context.Context, arg []CopyClaimsParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"claims"}, []string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no"}, &iteratorForCopyClaims{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"claims"}, []string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no", "sender_id"}, &iteratorForCopyClaims{rows: arg})
 }
 
 // iteratorForInsertPackets implements pgx.CopyFromSource.

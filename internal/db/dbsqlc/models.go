@@ -60,6 +60,8 @@ type Claim struct {
 	ClaimedAt time.Time
 	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL only when it was lost to a conflict (claim_conflicts, order_no_in_use).
 	OrderNo *string
+	// The sender of the claim's envelope (envelopes.sender_id), copied when the claim is written so a user's history need not read the envelope; NULL on claims written before migration 20, whose envelope has it.
+	SenderID *string
 }
 
 // Claims from Redis that the flusher did not apply because PostgreSQL says otherwise (or applied without their order number). One row per (envelope, packet, user); kept for an operator.

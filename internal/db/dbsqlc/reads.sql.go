@@ -99,6 +99,37 @@ func (q *Queries) EnvelopeIDRange(ctx context.Context, arg EnvelopeIDRangeParams
 	return i, err
 }
 
+const EnvelopeSenders = `-- name: EnvelopeSenders :many
+SELECT id, sender_id FROM envelopes WHERE id = ANY($1::bigint[])
+`
+
+type EnvelopeSendersRow struct {
+	ID       int64
+	SenderID string
+}
+
+// EnvelopeSenders is the sender of each of the envelopes that exists, for
+// the claims the flusher writes.
+func (q *Queries) EnvelopeSenders(ctx context.Context, ids []int64) ([]EnvelopeSendersRow, error) {
+	rows, err := q.db.Query(ctx, EnvelopeSenders, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EnvelopeSendersRow
+	for rows.Next() {
+		var i EnvelopeSendersRow
+		if err := rows.Scan(&i.ID, &i.SenderID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const ExportClaimed = `-- name: ExportClaimed :many
 SELECT c.envelope_id, e.sender_id, c.packet_id, c.user_id, c.amount_cents, c.claimed_at
 FROM claims c
@@ -423,9 +454,10 @@ func (q *Queries) SplitPackets(ctx context.Context, envelopeID int64) ([]SplitPa
 }
 
 const UserClaimsPage = `-- name: UserClaimsPage :many
-SELECT c.envelope_id, e.sender_id, c.packet_id, c.amount_cents, c.order_no, c.claimed_at
+SELECT c.envelope_id,
+       coalesce(c.sender_id, (SELECT e.sender_id FROM envelopes e WHERE e.id = c.envelope_id))::text AS sender_id,
+       c.packet_id, c.amount_cents, c.order_no, c.claimed_at
 FROM claims c
-JOIN envelopes e ON e.id = c.envelope_id
 WHERE c.user_id = $1::text AND c.envelope_id < $2::bigint
 ORDER BY c.envelope_id DESC
 LIMIT $3
@@ -448,7 +480,9 @@ type UserClaimsPageRow struct {
 
 // UserClaimsPage lists a user's claims newest envelope first, those of
 // envelopes before before_envelope_id (exclusive), by
-// claims_user_envelope_key (a user holds one packet per envelope).
+// claims_user_envelope_key (a user holds one packet per envelope). The
+// sender is the claim's own; only a claim written before migration 20
+// reads it from its envelope (COALESCE evaluates the lookup only then).
 func (q *Queries) UserClaimsPage(ctx context.Context, arg UserClaimsPageParams) ([]UserClaimsPageRow, error) {
 	rows, err := q.db.Query(ctx, UserClaimsPage, arg.UserID, arg.BeforeEnvelopeID, arg.MaxRows)
 	if err != nil {

@@ -33,8 +33,8 @@ SELECT set_config('lock_timeout', @timeout::text, true);
 -- already claimed, an order number in use, a user already holding a packet
 -- of the envelope), or a replay after a crash, is refused as a whole by the
 -- unique indexes, and the caller sends it again with ApplyClaimsGuarded.
-INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
-VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_no);
+INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no, sender_id)
+VALUES (@envelope_id, @packet_id, @user_id, @amount_cents, @claimed_at, @order_no, @sender_id);
 
 -- name: AddClaims :many
 -- AddClaims adds the claims CopyClaims appended to their envelopes, in one
@@ -153,9 +153,10 @@ WITH input AS (
                     unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]))
         AS t(envelope_id, packet_id, user_id, claimed_at, order_no)
 ), inserted AS (
-    INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no)
+    INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at, order_no, sender_id)
     SELECT i.envelope_id, i.packet_id, i.user_id, p.amount_cents, i.claimed_at,
-           CASE WHEN EXISTS (SELECT 1 FROM claims o WHERE o.order_no = i.order_no) THEN NULL ELSE i.order_no END
+           CASE WHEN EXISTS (SELECT 1 FROM claims o WHERE o.order_no = i.order_no) THEN NULL ELSE i.order_no END,
+           (SELECT e.sender_id FROM envelopes e WHERE e.id = i.envelope_id)
     FROM input i JOIN packet_pool p ON p.id = i.packet_id
     WHERE (p.envelope_id = i.envelope_id AND p.refunded_at IS NULL) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM claims q WHERE q.envelope_id = i.envelope_id AND q.user_id = i.user_id)

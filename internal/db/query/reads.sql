@@ -16,13 +16,21 @@ SELECT best_claim_json(@envelope_id::bigint)::jsonb AS best;
 -- name: UserClaimsPage :many
 -- UserClaimsPage lists a user's claims newest envelope first, those of
 -- envelopes before before_envelope_id (exclusive), by
--- claims_user_envelope_key (a user holds one packet per envelope).
-SELECT c.envelope_id, e.sender_id, c.packet_id, c.amount_cents, c.order_no, c.claimed_at
+-- claims_user_envelope_key (a user holds one packet per envelope). The
+-- sender is the claim's own; only a claim written before migration 20
+-- reads it from its envelope (COALESCE evaluates the lookup only then).
+SELECT c.envelope_id,
+       coalesce(c.sender_id, (SELECT e.sender_id FROM envelopes e WHERE e.id = c.envelope_id))::text AS sender_id,
+       c.packet_id, c.amount_cents, c.order_no, c.claimed_at
 FROM claims c
-JOIN envelopes e ON e.id = c.envelope_id
 WHERE c.user_id = @user_id::text AND c.envelope_id < @before_envelope_id::bigint
 ORDER BY c.envelope_id DESC
 LIMIT @max_rows;
+
+-- name: EnvelopeSenders :many
+-- EnvelopeSenders is the sender of each of the envelopes that exists, for
+-- the claims the flusher writes.
+SELECT id, sender_id FROM envelopes WHERE id = ANY(@ids::bigint[]);
 
 -- name: PacketEnvelope :one
 -- PacketEnvelope is the envelope of a packet: where a history cursor from

@@ -1,0 +1,80 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"redpacket/internal/db/dbsqlc"
+)
+
+// senderCacheSize bounds the senders a Store remembers. Claims arrive for
+// the envelopes being grabbed now, a small and slowly changing set; at
+// about 50 bytes an entry the bound is a few megabytes.
+const senderCacheSize = 1 << 16
+
+// senderCache remembers envelopes' senders (which never change) for the
+// claims the flusher writes, so that a batch looks up only the envelopes
+// it is the first to claim from. Several writers use it at once.
+type senderCache struct {
+	mu sync.Mutex
+	m  map[int64]string
+}
+
+func newSenderCache() *senderCache { return &senderCache{m: make(map[int64]string)} }
+
+// missing returns the envelopes of claims the cache does not hold, each once.
+func (c *senderCache) missing(claims []Claim) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int64
+	seen := map[int64]bool{}
+	for _, cl := range claims {
+		if _, ok := c.m[cl.EnvelopeID]; !ok && !seen[cl.EnvelopeID] {
+			seen[cl.EnvelopeID] = true
+			out = append(out, cl.EnvelopeID)
+		}
+	}
+	return out
+}
+
+// add remembers senders; a full cache starts over rather than tracking
+// what was used last (the envelopes being grabbed come back in one batch).
+func (c *senderCache) add(rows []dbsqlc.EnvelopeSendersRow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m)+len(rows) > senderCacheSize {
+		c.m = make(map[int64]string, len(rows))
+	}
+	for _, r := range rows {
+		c.m[r.ID] = r.SenderID
+	}
+}
+
+// fill sets each row's sender from the cache, nil for an envelope that does
+// not exist (the claim is then refused by its packet check anyway).
+func (c *senderCache) fill(rows []dbsqlc.CopyClaimsParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range rows {
+		if s, ok := c.m[rows[i].EnvelopeID]; ok {
+			rows[i].SenderID = &s
+		}
+	}
+}
+
+// withSenders lays claims out as CopyClaims takes them, each with its
+// envelope's sender, looking up (in the claims' transaction, q) those of
+// envelopes not seen before.
+func (s *Store) withSenders(ctx context.Context, q *dbsqlc.Queries, claims []Claim) ([]dbsqlc.CopyClaimsParams, error) {
+	if ids := s.senders.missing(claims); len(ids) > 0 {
+		rows, err := q.EnvelopeSenders(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("read the senders of %d envelopes: %w", len(ids), err)
+		}
+		s.senders.add(rows)
+	}
+	out := copyRows(claims)
+	s.senders.fill(out)
+	return out, nil
+}
