@@ -18,10 +18,10 @@ const senderCacheSize = 1 << 16
 // it is the first to claim from. Several writers use it at once.
 type senderCache struct {
 	mu sync.Mutex
-	m  map[int64]string
+	m  map[int64]*string // one string per envelope, shared by its claims' rows
 }
 
-func newSenderCache() *senderCache { return &senderCache{m: make(map[int64]string)} }
+func newSenderCache() *senderCache { return &senderCache{m: make(map[int64]*string)} }
 
 // missing returns the envelopes of claims the cache does not hold, each once.
 func (c *senderCache) missing(claims []Claim) []int64 {
@@ -44,10 +44,10 @@ func (c *senderCache) add(rows []dbsqlc.EnvelopeSendersRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m)+len(rows) > senderCacheSize {
-		c.m = make(map[int64]string, len(rows))
+		c.m = make(map[int64]*string, len(rows))
 	}
 	for _, r := range rows {
-		c.m[r.ID] = r.SenderID
+		c.m[r.ID] = &r.SenderID
 	}
 }
 
@@ -57,9 +57,7 @@ func (c *senderCache) fill(rows []dbsqlc.CopyClaimsParams) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range rows {
-		if s, ok := c.m[rows[i].EnvelopeID]; ok {
-			rows[i].SenderID = &s
-		}
+		rows[i].SenderID = c.m[rows[i].EnvelopeID]
 	}
 }
 
