@@ -39,7 +39,7 @@ func (c *senderCache) missing(claims []Claim) []int64 {
 }
 
 // add remembers senders; a full cache starts over rather than tracking
-// what was used last (the envelopes being grabbed come back in one batch).
+// what was used last: the envelopes being grabbed cost one lookup again.
 func (c *senderCache) add(rows []dbsqlc.EnvelopeSendersRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
