@@ -60,7 +60,7 @@ type Claim struct {
 	ClaimedAt time.Time
 	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL only when it was lost to a conflict (claim_conflicts, order_no_in_use).
 	OrderNo *string
-	// The sender of the claim's envelope (envelopes.sender_id), copied when the claim is written so a user's history need not read the envelope; NULL on claims written before migration 20, whose envelope has it.
+	// The sender of the claim's envelope (envelopes.sender_id), copied when the flusher writes the claim so a user's history need not read the envelope; NULL on claims written before migration 20 or through the packets view, whose envelope has it.
 	SenderID *string
 }
 
