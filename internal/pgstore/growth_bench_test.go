@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ import (
 // timed batch by relation, with its full-page images (pg_walinspect, which
 // a superuser installs in the benchmark's databases).
 func BenchmarkLedgerGrowth(b *testing.B) {
-	for _, n := range growthSizes(b) {
+	for _, n := range envList(b, "LEDGER_GROWTH_SIZES", "0,1000000", 0, 500_000_000) {
 		b.Run("size="+strconv.FormatInt(n, 10), func(b *testing.B) {
 			// Writing the ledger takes minutes (50 million packets about
 			// 15): bounded on its own, by the size (93 minutes at 50 million).
@@ -73,23 +72,6 @@ func BenchmarkLedgerGrowth(b *testing.B) {
 			}
 		})
 	}
-}
-
-// growthSizes are the ledger sizes of LEDGER_GROWTH_SIZES.
-func growthSizes(b *testing.B) []int64 {
-	v := os.Getenv("LEDGER_GROWTH_SIZES")
-	if v == "" {
-		v = "0,1000000"
-	}
-	var sizes []int64
-	for f := range strings.SplitSeq(v, ",") {
-		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
-		if err != nil || n < 0 || n > 500_000_000 {
-			b.Fatalf("LEDGER_GROWTH_SIZES=%q: want packet counts from 0 to 500000000, comma-separated", v)
-		}
-		sizes = append(sizes, n)
-	}
-	return sizes
 }
 
 // growthLedger is one database of BenchmarkLedgerGrowth and the keys of its
