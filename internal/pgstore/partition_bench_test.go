@@ -24,7 +24,7 @@ import (
 //
 // The tables hold the same LEDGER_PARTITION_ROWS claims (default
 // 5,000,000; 10 a seeded envelope, by users of a population of 1,000,003):
-// "whole" with the claims table's columns and indexes, and "parts-K" for
+// "whole" with the claims table's columns and indexes, and "parts_K" for
 // each K of LEDGER_PARTITIONS (default "10,50") with the same columns split
 // into K partitions of as many seeded envelopes, the last one open above.
 // A partitioned table's unique indexes must hold the partition key, so its
@@ -40,13 +40,12 @@ import (
 //     partition: an ordered scan that stops in the newest ones;
 //   - page-few: the first page of probe-few, who holds 5 claims, all in the
 //     newest envelopes: 5 rows, and to know there are no more, a probe of
-//     every partition's user index. Most users of a red-packet service
-//     hold few packets, so this is the common page.
+//     every partition's user index;
 //   - page-few-bounded: the same page told where the user's claims start
 //     (the envelope of probe-few's first claim, as a per-user record of it
-//     would tell): run-time pruning leaves out the partitions before it.
+//     would tell): pruning leaves out the partitions before it.
 //
-// Each table's cost is reported per unit, and "ratio-X" is parts-X's over
+// Each table's cost is reported per unit, and "ratio-X" is parts_X's over
 // whole's.
 //
 //	go test -run=NONE -bench=BenchmarkPartitionedClaims -benchtime=200x ./internal/pgstore
@@ -55,6 +54,9 @@ func BenchmarkPartitionedClaims(b *testing.B) {
 	defer cancel()
 	pool, url := testenv.Postgres(b)
 	rows := envInt(b, "LEDGER_PARTITION_ROWS", 5_000_000, 100_000, 100_000_000)
+	if rows%10 != 0 {
+		b.Fatalf("LEDGER_PARTITION_ROWS=%d: want a multiple of 10 (whole envelopes, so that probe-few's are the newest)", rows)
+	}
 	tables := []partTable{{name: "whole"}}
 	for _, k := range envList(b, "LEDGER_PARTITIONS", "10,50", 2, 1000) {
 		tables = append(tables, partTable{name: "parts_" + strconv.FormatInt(k, 10), parts: int(k)})
