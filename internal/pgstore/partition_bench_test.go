@@ -49,9 +49,10 @@ import (
 // whole's.
 //
 //	go test -run=NONE -bench=BenchmarkPartitionedClaims -benchtime=200x ./internal/pgstore
+//
+// 50 million claims (LEDGER_PARTITION_ROWS=50000000) take about 8 GB a
+// table.
 func BenchmarkPartitionedClaims(b *testing.B) {
-	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
-	defer cancel()
 	pool, url := testenv.Postgres(b)
 	rows := envInt(b, "LEDGER_PARTITION_ROWS", 5_000_000, 100_000, 100_000_000)
 	if rows%10 != 0 {
@@ -61,6 +62,11 @@ func BenchmarkPartitionedClaims(b *testing.B) {
 	for _, k := range envList(b, "LEDGER_PARTITIONS", "10,50", 2, 1000) {
 		tables = append(tables, partTable{name: "parts_" + strconv.FormatInt(k, 10), parts: int(k)})
 	}
+	// Writing a table takes about 30 s for 5 million claims on 2 cores:
+	// bounded by the work, generously.
+	perTable := 5*time.Minute + time.Duration(rows/1_000_000)*30*time.Second
+	ctx, cancel := context.WithTimeout(b.Context(), time.Duration(len(tables))*perTable)
+	defer cancel()
 	seedPartTables(ctx, b, url, rows, tables)
 	fresh := rows/10 + 1_000 // envelope ids of the written claims start above the seeded ones
 	written := int64(0)
@@ -171,7 +177,12 @@ func seedPartTables(ctx context.Context, b *testing.B, url string, rows int64, t
 			fmt.Sprintf(`ALTER TABLE %s ADD PRIMARY KEY (envelope_id, packet_id), ADD UNIQUE (user_id, envelope_id), ADD %s`, t.name, orderKey),
 			fmt.Sprintf(`CREATE INDEX ON %s USING brin (claimed_at) WITH (autosummarize = on)`, t.name),
 			"VACUUM ANALYZE "+t.name)
-		b.Logf("%s: %d claims in %d partitions, %s", t.name, rows, t.parts, time.Since(start).Round(time.Second))
+		var size string
+		if err := conn.QueryRow(ctx, `SELECT pg_size_pretty(sum(pg_total_relation_size(relid))) FROM pg_partition_tree($1::regclass)`,
+			t.name).Scan(&size); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%s: %d claims in %d partitions, %s with its indexes, %s", t.name, rows, t.parts, size, time.Since(start).Round(time.Second))
 	}
 	growthExec(ctx, b, conn, "CHECKPOINT")
 }
