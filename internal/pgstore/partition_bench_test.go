@@ -36,6 +36,11 @@ import (
 //   - write: COPY of 2,000 claims of fresh envelopes, newer than every
 //     seeded one (so into the last partition), by users of the population,
 //     after a CHECKPOINT at the start, as the growth benchmark's claims;
+//   - write-recorded: the same, and in its transaction each user's record
+//     of the lowest envelope id claimed from (a table of its own beside
+//     each table, one row a user, filled from the seeded claims) lowered
+//     where a claim is lower: what the bounded pages below would need; the
+//     fresh envelopes are above every record, so it reads them only;
 //   - page-many: the first page (100 rows) of probe-user, who holds a claim
 //     in 2,000 envelopes spread over the whole ledger, so over every
 //     partition: an ordered scan that stops in the newest ones;
@@ -84,7 +89,10 @@ func BenchmarkPartitionedClaims(b *testing.B) {
 		run        func(t partTable) error
 	}{
 		{"write", "claim", claimBatch, func(t partTable) error {
-			return copyPartClaims(ctx, pool, t.name, fresh, written)
+			return copyPartClaims(ctx, pool, t.name, fresh, written, false)
+		}},
+		{"write-recorded", "claim", claimBatch, func(t partTable) error {
+			return copyPartClaims(ctx, pool, t.name, fresh, written, true)
 		}},
 		{"page-many", "page", 1, func(t partTable) error {
 			return readPartPage(ctx, pool, t.name, "probe-user", 0, historyLimit)
@@ -104,7 +112,7 @@ func BenchmarkPartitionedClaims(b *testing.B) {
 	}
 	for _, op := range ops {
 		b.Run("op="+op.name, func(b *testing.B) {
-			if op.name == "write" {
+			if op.unit == "claim" {
 				if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
 					b.Fatal(err)
 				}
@@ -130,7 +138,7 @@ func BenchmarkPartitionedClaims(b *testing.B) {
 					}
 					took[i] += time.Since(start)
 				}
-				if op.name == "write" {
+				if op.unit == "claim" {
 					written += claimBatch // every table got the same batch
 				}
 				n++
@@ -211,27 +219,47 @@ func seedPartTables(ctx context.Context, b *testing.B, url string, rows int64, t
 			t.name).Scan(&size); err != nil {
 			b.Fatal(err)
 		}
+		growthExec(ctx, b, conn, fmt.Sprintf(`CREATE TABLE %[1]s_user_low (user_id text PRIMARY KEY, low_envelope_id bigint NOT NULL)`, t.name),
+			fmt.Sprintf(`INSERT INTO %[1]s_user_low SELECT user_id, min(envelope_id) FROM %[1]s GROUP BY user_id`, t.name),
+			fmt.Sprintf(`VACUUM ANALYZE %s_user_low`, t.name))
 		b.Logf("%s: %d claims in %d partitions, %s with its indexes, %s", t.name, rows, t.parts, size, time.Since(start).Round(time.Second))
 	}
 	growthExec(ctx, b, conn, "CHECKPOINT")
 }
 
 // copyPartClaims COPYs the claimBatch claims after the first written ones
-// into table: 10 a fresh envelope from envelope fresh on.
-func copyPartClaims(ctx context.Context, pool *pgxpool.Pool, table string, fresh, written int64) error {
+// into table: 10 a fresh envelope from envelope fresh on. With record, in
+// the same transaction it lowers each user's record of the lowest envelope
+// id claimed from (table_user_low) where a claim is lower, and adds the
+// users it lacks.
+func copyPartClaims(ctx context.Context, pool *pgxpool.Pool, table string, fresh, written int64, record bool) error {
 	src := make([][]any, claimBatch)
+	users, envs := make([]string, claimBatch), make([]int64, claimBatch)
 	for i := range src {
 		n := written + int64(i)
 		p := 3_000_000_000_000 + n
-		src[i] = []any{fresh + n/10, p, "user-" + strconv.FormatInt(p%growthUsers*2654435761%growthUsers, 10), 1 + p%97,
-			t0.Add(time.Duration(n) * time.Millisecond), fmt.Sprintf("20310101%010d", n), "sender-2"}
+		users[i], envs[i] = "user-"+strconv.FormatInt(p%growthUsers*2654435761%growthUsers, 10), fresh+n/10
+		src[i] = []any{envs[i], p, users[i], 1 + p%97, t0.Add(time.Duration(n) * time.Millisecond), fmt.Sprintf("20310101%010d", n), "sender-2"}
 	}
-	got, err := pool.CopyFrom(ctx, pgx.Identifier{table},
-		[]string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no", "sender_id"}, pgx.CopyFromRows(src))
-	if err == nil && got != claimBatch {
-		err = fmt.Errorf("copied %d rows; want %d", got, claimBatch)
-	}
-	return err
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		got, err := tx.CopyFrom(ctx, pgx.Identifier{table},
+			[]string{"envelope_id", "packet_id", "user_id", "amount_cents", "claimed_at", "order_no", "sender_id"}, pgx.CopyFromRows(src))
+		if err == nil && got != claimBatch {
+			err = fmt.Errorf("copied %d rows; want %d", got, claimBatch)
+		}
+		if err != nil || !record {
+			return err
+		}
+		// Only the users whose record is missing or higher reach the
+		// INSERT: ON CONFLICT locks (writes) every row it meets, even one
+		// its WHERE leaves as it is, and most claims change no record.
+		_, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s_user_low AS l (user_id, low_envelope_id)
+			SELECT b.u, b.e FROM (SELECT u, min(e) AS e FROM unnest($1::text[], $2::bigint[]) AS x(u, e) GROUP BY u) b
+			WHERE NOT EXISTS (SELECT 1 FROM %[1]s_user_low o WHERE o.user_id = b.u AND o.low_envelope_id <= b.e)
+			ON CONFLICT (user_id) DO UPDATE SET low_envelope_id = excluded.low_envelope_id
+			WHERE l.low_envelope_id > excluded.low_envelope_id`, table), users, envs)
+		return err
+	})
 }
 
 // customPlanPool is a pool on url whose sessions plan each statement for
