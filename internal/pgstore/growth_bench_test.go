@@ -56,6 +56,14 @@ import (
 // it, every measured claim is such a page's first since the checkpoint, the
 // worst case.
 //
+// LEDGER_GROWTH_PREWARM=1 reads the user index (claims_user_envelope_key)
+// of each ledger into shared_buffers before its claim operation
+// (pg_prewarm, which a superuser installs in the benchmark's databases): a
+// server whose shared_buffers hold that index keeps it there once warm, and
+// pg_prewarm's autoprewarm brings it back after a restart; without it the
+// index is read from the operating system's cache page by page as claims
+// reach it.
+//
 // LEDGER_GROWTH_WAL_DETAIL=1 logs the WAL of each claim operation's first
 // timed batch by relation, with its full-page images (pg_walinspect, which
 // a superuser installs in the benchmark's databases).
@@ -303,6 +311,9 @@ func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger, s *pgs
 		growthExec(ctx, b, conn, "CHECKPOINT")
 		_ = conn.Close(ctx)
 	}
+	if os.Getenv("LEDGER_GROWTH_PREWARM") != "" {
+		prewarmUserIndex(ctx, b, l)
+	}
 	bs := newBatches(b, s)
 	bs.env = env
 	bs.claimOf = func(env, p int64) pgstore.Claim {
@@ -341,6 +352,19 @@ func claimGrowthBatch(ctx context.Context, b *testing.B, l *growthLedger, s *pgs
 		}
 		return took, err
 	}
+}
+
+// prewarmUserIndex reads l's user index into shared_buffers.
+func prewarmUserIndex(ctx context.Context, b *testing.B, l *growthLedger) {
+	var blocks int64
+	if _, err := l.pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_prewarm`); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := l.pool.QueryRow(ctx, `SELECT pg_prewarm('claims_user_envelope_key')`).Scan(&blocks); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("size %d: user index prewarmed, %d blocks in %s", l.size, blocks, time.Since(start).Round(time.Millisecond))
 }
 
 // seedLedger makes a database of n settled packets (see writeGrowthTables)
