@@ -1,4 +1,4 @@
--- Undoes 000011: the read-only functions, the views and indexes for DBAs,
+-- Undoes 000010: the read-only functions, the views and indexes for DBAs,
 -- and the comments it added (those made before it stay).
 DROP FUNCTION dba_revoke_read(text);
 DROP FUNCTION dba_grant_read(text);

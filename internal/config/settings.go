@@ -49,7 +49,7 @@ var Settings = []Setting{
 	{"MAX_TOTAL_CENTS", "100000000", "largest envelope total", Grabber},
 	{"MAX_PACKET_CENTS", "20000", "largest packet of any split", Grabber},
 	{"SHUTDOWN_TIMEOUT", "10s", "how long a shutdown may take in all: work in hand, then closing", Both},
-	{"ID_TIME_ZONE", "UTC", "time zone of the dates in order numbers and share codes", Grabber},
+	{"ID_TIME_ZONE", "UTC", "time zone of the dates in order numbers and share codes, and of flusher export's days", Both},
 	{"ORDER_NO_WIDTH", "10", "digits of the per-day sequence in an order number", Grabber},
 	{"ORDER_NO_SEGMENT", "100000", "order numbers of a shard reserved in PostgreSQL at a time", Grabber},
 	{"IDEMPOTENCY_TTL", "24h", "how long a create's Idempotency-Key is remembered", Grabber},

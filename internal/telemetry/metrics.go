@@ -43,8 +43,8 @@ const (
 // Grabber metrics.
 var (
 	Grabs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_grabs_total",
-		Help: "Grabs answered, by result: granted, repeat, sold_out, expired, not_found, invalid, unavailable, " +
-			"canceled (the caller went away before the answer)."},
+		Help: "Grabs answered, by result: granted, repeat, sold_out, expired, not_found, invalid, limited, not_started, " +
+			"not_recipient, wrong_password, unavailable, canceled (the caller went away before the answer)."},
 		[]string{"result"})
 	GrabSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_grab_duration_seconds",
 		Help:    "Time to answer a grab in the service (Redis round trips included, HTTP excluded).",
