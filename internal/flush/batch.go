@@ -138,9 +138,9 @@ func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim) (
 			return nil, pgstore.ApplyResult{}, nil, err
 		}
 		kept = append(kept, c)
-		res.Applied += r.Applied
-		res.SoldOut = append(res.SoldOut, r.SoldOut...)
-		res.Conflicts = append(res.Conflicts, r.Conflicts...)
+		// Contradicted too: checkBatch suspends the envelopes of the
+		// claims PostgreSQL contradicts, on this path as on the other.
+		res.Add(r)
 	}
 	return kept, res, refused, nil
 }

@@ -308,6 +308,45 @@ func TestConflictSuspendsOnReplay(t *testing.T) {
 	}
 }
 
+// A batch PostgreSQL refuses is applied a claim at a time; a claim it
+// contradicts on that path (a packet Redis granted again) still suspends
+// its envelope, not only the envelope of the refused claim.
+func TestConflictSuspendsBesideARefusedClaim(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	a, claims := expiring(t, s, 10, 1)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := s.Redis.Keys()
+	b, _ := expiring(t, s, 10, 0)
+	for tries := 0; keys.Shard(b.ID) != keys.Shard(a.ID); tries++ {
+		if tries == 4*keys.Shards() {
+			t.Fatal("no second envelope in the first one's shard")
+		}
+		b, _ = expiring(t, s, 10, 0)
+	}
+	held := claims["u0"]
+	intruder := fmt.Sprintf("%d:%d:%d:%d:%s:intruder", a.ID, held.PacketID, held.AmountCents,
+		s.Clock.Now().UnixMilli(), "202611219999999998")
+	// Well formed, but no timestamp PostgreSQL can store: the batch is refused.
+	refused := fmt.Sprintf("%d:1:1:%d:1:time-traveller", b.ID, int64(9.3e15))
+	if err := s.RDB.LPush(ctx, keys.Consumed(keys.Shard(a.ID)), intruder, refused).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, b.ID); got != envelope.StatusSuspended {
+		t.Fatalf("envelope of the refused claim is %s, want suspended", got)
+	}
+	if got := status(t, s, a.ID); got != envelope.StatusSuspended {
+		t.Fatalf("envelope whose packet was granted twice is %s beside a refused claim, want suspended", got)
+	}
+}
+
 // Two flushers that find the same shards lost at once agree on one new
 // token per shard: afterwards Redis and PostgreSQL hold the same tokens.
 func TestTwoFlushersAgreeOnNewEpochs(t *testing.T) {

@@ -41,7 +41,7 @@ func (s *Store) ApplyClaimsInChunks(ctx context.Context, claims []Claim, size, w
 		if err != nil {
 			return ApplyResult{}, fmt.Errorf("chunk of %d claims after %d of %d committed: %w", len(c), done, len(chunks), err)
 		}
-		addResult(&total, res)
+		total.Add(res)
 		done++
 	}
 	return total, nil
@@ -75,7 +75,7 @@ func (s *Store) pipeChunks(ctx context.Context, chunks [][]Claim, writers int, t
 		if err != nil {
 			return done, err
 		}
-		addResult(total, res)
+		total.Add(res)
 		done++
 	}
 	return done, nil
@@ -105,10 +105,11 @@ func (c *chunkCopy) wait() (*copiedClaims, error) {
 	return c.open, c.err
 }
 
-// addResult adds what one transaction changed to a batch's result.
-func addResult(total *ApplyResult, res ApplyResult) {
-	total.Applied += res.Applied
-	total.SoldOut = append(total.SoldOut, res.SoldOut...)
-	total.Conflicts = append(total.Conflicts, res.Conflicts...)
-	total.Contradicted = append(total.Contradicted, res.Contradicted...)
+// Add adds what one transaction changed to a batch's result: every field,
+// so that a batch applied in parts reports what the whole would.
+func (r *ApplyResult) Add(res ApplyResult) {
+	r.Applied += res.Applied
+	r.SoldOut = append(r.SoldOut, res.SoldOut...)
+	r.Conflicts = append(r.Conflicts, res.Conflicts...)
+	r.Contradicted = append(r.Contradicted, res.Contradicted...)
 }
