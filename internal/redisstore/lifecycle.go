@@ -149,7 +149,10 @@ func (s *Store) GrabbedCents(ctx context.Context, ids []int64) (map[int64]int64,
 func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
 	shard := s.keys.Shard(id)
 	n := 0
-	for _, key := range []string{s.keys.Inflight(shard), s.keys.Consumed(shard)} {
+	// The queue before the in-flight list: a flusher's take moves claims
+	// from the one to the other while the pages are read, and in this order
+	// a moved claim is counted (perhaps twice), never missed.
+	for _, key := range []string{s.keys.Consumed(shard), s.keys.Inflight(shard)} {
 		for start := int64(0); ; start += queuedPage {
 			page, err := s.rdb.LRange(ctx, key, start, start+queuedPage-1).Result()
 			if err != nil {
