@@ -41,12 +41,10 @@ var errNotAnswered = errors.New("user limits: call not answered")
 // load one round trip serves many grabs.
 //
 // Each reservation stays its own script call on its own user's slot: the
-// pipeline shares the round trip, never a script run. One difference from
-// a lone call: go-redis sends a pipeline again after some errors (a
-// connection lost, a slot moving), so a reservation that had already run
-// may run twice. That counts the user's day one high (and takes a second
-// token), never low: the same side a failed call errs on. Releases, where
-// a second run would count the day low, are not sent this way.
+// pipeline shares the round trip, never a script run. Script calls are sent
+// at most once (redisscript's once), in a pipeline as alone: a call whose
+// reply is lost fails, and a failed reservation is kept (the user's day
+// counted one high, never low).
 type admitter struct {
 	rdb redis.UniversalClient
 
@@ -204,7 +202,7 @@ func (a *admitter) pipeline(ctx context.Context, batch []*admitCall) {
 // exec sends one command per call, made by eval (EVALSHA or EVAL), in one
 // pipeline.
 func (a *admitter) exec(ctx context.Context, calls []*admitCall,
-	eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
+	eval func(context.Context, redisscript.Sender, []string, ...any) *redis.Cmd) []*redis.Cmd {
 	pipe := a.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {

@@ -106,8 +106,8 @@ func (l *Limiter) AdmitGrab(ctx context.Context, client, userID string, now time
 }
 
 // Release gives back the reserved packet of a grab that took none; for a
-// holder's repeat (repeat), the token too. Each is a call of its own, never
-// in a pipeline (see admitter: a pipeline sent twice would release twice).
+// holder's repeat (repeat), the token too. The call is sent at most once
+// (redisscript's once): a release run twice would count the day low.
 func (l *Limiter) Release(ctx context.Context, r Reservation, repeat bool) error {
 	if r.keys == nil || (!r.day && !repeat) {
 		return nil

@@ -58,11 +58,68 @@ func (s *Script) Name() string { return s.name }
 // Source is the script's Lua source.
 func (s *Script) Source() string { return s.src }
 
+// Sender is where a script call goes: a client, or a pipeline.
+type Sender interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
 // Run runs the script (EVALSHA, or EVAL when Redis does not have it yet)
 // and reads its reply.
-func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (Code, any, error) {
-	return s.Parse(s.Script.Run(ctx, c, keys, args...).Result())
+func (s *Script) Run(ctx context.Context, c Sender, keys []string, args ...any) (Code, any, error) {
+	return s.Parse(s.RunCmd(ctx, c, keys, args...).Result())
 }
+
+// RunCmd is Run's command, for a caller that reads the reply itself.
+func (s *Script) RunCmd(ctx context.Context, c Sender, keys []string, args ...any) *redis.Cmd {
+	cmd := s.EvalSha(ctx, c, keys, args...)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") { // refused unrun
+		return s.Eval(ctx, c, keys, args...)
+	}
+	return cmd
+}
+
+// EvalSha sends the script by its hash, at most once (see once).
+func (s *Script) EvalSha(ctx context.Context, c Sender, keys []string, args ...any) *redis.Cmd {
+	return call(ctx, c, "evalsha", s.Hash(), keys, args)
+}
+
+// Eval sends the script with its source, at most once (see once).
+func (s *Script) Eval(ctx context.Context, c Sender, keys []string, args ...any) *redis.Cmd {
+	return call(ctx, c, "eval", s.src, keys, args)
+}
+
+// call builds the command as go-redis's own EVAL does (each argument as
+// given: no caller passes a lone slice or map for go-redis to spread) and
+// sends it at most once.
+func call(ctx context.Context, c Sender, verb, body string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, verb, body, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // where a cluster reads the slot
+	}
+	_ = c.Process(ctx, once{cmd})
+	return cmd
+}
+
+// once is a script call go-redis sends at most once. By default go-redis
+// sends a command again, on a new connection, when its reply is lost (the
+// connection reset, a read timeout): a script that changes state then runs
+// twice, and its second run answers as if the first had been someone else's
+// (a grant comes back as the user's repeat, a reservation is given back
+// twice). A call whose reply is lost fails instead, and its caller, which
+// knows the call may have run, decides what to do; the service's callers
+// treat such a failure as "may have run" already (a grab's reserved packet
+// is kept, a flusher's batch is taken again and its claims are written
+// idempotently).
+type once struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to send the call again.
+func (once) NoRetry() bool { return true }
 
 // Parse reads a reply received some other way (a pipeline): the code and the
 // payload, or the error the code is declared with, or an error about the

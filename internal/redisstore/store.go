@@ -249,7 +249,7 @@ func (s *Store) grabOnce(ctx context.Context, g grabCall) grabReply {
 	}
 	sc := &shardCall{grabs: []*pendingGrab{{call: g}}}
 	keys, args := s.grabArgs(sc)
-	sc.cmd = grabScript.Script.Run(ctx, s.rdb, keys, args...)
+	sc.cmd = grabScript.RunCmd(ctx, s.rdb, keys, args...)
 	return s.replies(sc)[0]
 }
 
