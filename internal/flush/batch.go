@@ -39,9 +39,9 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	var refused []int
 	if pgstore.IsRefused(err) {
 		// PostgreSQL refuses the batch's data, not the connection: retried
-		// whole it would fail forever and hold up the shard. One claim at
-		// a time finds the culprits, which are set aside like malformed ones.
-		f.log.Error("postgres refused a batch; applying its claims one at a time",
+		// whole it would fail forever and hold up the shard. Halving it
+		// finds the culprits, which are set aside like malformed ones.
+		f.log.Error("postgres refused a batch; applying it in halves to find the refused claims",
 			zap.Int("shard", shard), zap.Error(err))
 		claims, res, refused, err = f.applyEach(ctx, claims)
 		if err == nil {
@@ -123,24 +123,47 @@ func (f *Flusher) suspendRefused(ctx context.Context, b redisstore.Batch, refuse
 	return errors.Join(errs...)
 }
 
-// applyEach applies claims one by one, skipping those PostgreSQL refuses
-// (returned as their indexes).
+// applyEach applies claims, skipping those PostgreSQL refuses (returned as
+// their indexes, in order): each half of the claims in a transaction of its
+// own, a refused half halved again, down to single claims. A refused claim
+// is rare, so a batch of n with one costs about 2 log2(n) transactions, not
+// n: one at a time, the default batch of 16,000 claims could outlast
+// batchTimeout, and every retry would start again from the first.
 func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim) (
 	kept []pgstore.Claim, res pgstore.ApplyResult, refused []int, err error,
 ) {
-	for i, c := range claims {
-		r, err := f.pg.ApplyClaims(ctx, []pgstore.Claim{c})
-		if pgstore.IsRefused(err) {
-			refused = append(refused, i)
-			continue
+	// walk applies claims[lo:hi], known to hold a refused claim if whole.
+	var walk func(lo, hi int, whole bool) error
+	walk = func(lo, hi int, whole bool) error {
+		if !whole {
+			r, err := f.pg.ApplyClaims(ctx, claims[lo:hi])
+			if err == nil {
+				kept = append(kept, claims[lo:hi]...)
+				// Contradicted too: checkBatch suspends the envelopes of
+				// the claims PostgreSQL contradicts, on this path as on
+				// the other.
+				res.Add(r)
+				return nil
+			}
+			if !pgstore.IsRefused(err) {
+				return err
+			}
 		}
-		if err != nil {
-			return nil, pgstore.ApplyResult{}, nil, err
+		if hi-lo == 1 {
+			refused = append(refused, lo)
+			return nil
 		}
-		kept = append(kept, c)
-		// Contradicted too: checkBatch suspends the envelopes of the
-		// claims PostgreSQL contradicts, on this path as on the other.
-		res.Add(r)
+		mid := lo + (hi-lo)/2
+		if err := walk(lo, mid, false); err != nil {
+			return err
+		}
+		return walk(mid, hi, false)
+	}
+	if len(claims) == 0 {
+		return nil, res, nil, nil
+	}
+	if err := walk(0, len(claims), true); err != nil {
+		return nil, pgstore.ApplyResult{}, nil, err
 	}
 	return kept, res, refused, nil
 }

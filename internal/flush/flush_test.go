@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -226,6 +227,41 @@ func TestRunFlushesAndStopsOnCancel(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 	s.AssertDurable(t, e.ID, claims)
+}
+
+// Several claims PostgreSQL refuses, spread through a batch of good ones:
+// the batch is halved until each is alone; every good claim is written and
+// every refused one set aside, none twice.
+func TestRefusedClaimsAmongManyAreSetAside(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := s.Grabbed(t, 60, 45)
+	ctx := context.Background()
+	keys := s.Redis.Keys()
+	var bad []string
+	for i := range 3 {
+		bad = append(bad, fmt.Sprintf("%d:%d:1:%d:1:time-traveller-%d", e.ID, 1+i, int64(9.3e15), i))
+	}
+	// Between the queued grabs: one at the head, one in the middle, one at the tail.
+	consumed := keys.Consumed(keys.Shard(e.ID))
+	if err := s.RDB.LPush(ctx, consumed, bad[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RDB.RPush(ctx, consumed, bad[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RDB.LInsertBefore(ctx, consumed, s.RDB.LIndex(ctx, consumed, 20).Val(), bad[2]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := newFlusher(t, s, Config{}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.AssertDurable(t, e.ID, claims)
+	rejected, _ := s.RDB.LRange(ctx, keys.Rejected(keys.Shard(e.ID)), 0, -1).Result()
+	slices.Sort(rejected)
+	if !slices.Equal(rejected, bad) {
+		t.Fatalf("rejected list = %q, want the three refused claims", rejected)
+	}
 }
 
 func TestClaimPostgresRefusesIsSetAside(t *testing.T) {
