@@ -43,7 +43,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		// finds the culprits, which are set aside like malformed ones.
 		f.log.Error("postgres refused a batch; applying it in halves to find the refused claims",
 			zap.Int("shard", shard), zap.Error(err))
-		claims, res, refused, err = f.applyEach(ctx, claims)
+		claims, res, refused, err = f.applyAroundRefused(ctx, claims)
 		if err == nil {
 			err = f.suspendRefused(ctx, b, refused)
 		}
@@ -123,46 +123,47 @@ func (f *Flusher) suspendRefused(ctx context.Context, b redisstore.Batch, refuse
 	return errors.Join(errs...)
 }
 
-// applyEach applies claims, skipping those PostgreSQL refuses (returned as
-// their indexes, in order): each half of the claims in a transaction of its
-// own, a refused half halved again, down to single claims. A refused claim
-// is rare, so a batch of n with one costs about 2 log2(n) transactions, not
-// n: one at a time, the default batch of 16,000 claims could outlast
-// batchTimeout, and every retry would start again from the first.
-func (f *Flusher) applyEach(ctx context.Context, claims []pgstore.Claim) (
+// applyAroundRefused applies claims, skipping those PostgreSQL refuses
+// (returned as their indexes, in order): each half of the claims in a
+// transaction of its own, a refused half halved again, down to single
+// claims. A refused claim is rare, so a batch of n with one costs about
+// 2 log2(n) transactions, not n: one at a time, the default batch of 16,000
+// claims could outlast batchTimeout, and every retry would start again from
+// the first.
+func (f *Flusher) applyAroundRefused(ctx context.Context, claims []pgstore.Claim) (
 	kept []pgstore.Claim, res pgstore.ApplyResult, refused []int, err error,
 ) {
-	// walk applies claims[lo:hi], known to hold a refused claim if whole.
-	var walk func(lo, hi int, whole bool) error
-	walk = func(lo, hi int, whole bool) error {
-		if !whole {
-			r, err := f.pg.ApplyClaims(ctx, claims[lo:hi])
-			if err == nil {
-				kept = append(kept, claims[lo:hi]...)
-				// Contradicted too: checkBatch suspends the envelopes of
-				// the claims PostgreSQL contradicts, on this path as on
-				// the other.
-				res.Add(r)
-				return nil
-			}
-			if !pgstore.IsRefused(err) {
-				return err
-			}
+	var apply, halve func(lo, hi int) error
+	apply = func(lo, hi int) error {
+		r, err := f.pg.ApplyClaims(ctx, claims[lo:hi])
+		switch {
+		case err == nil:
+			kept = append(kept, claims[lo:hi]...)
+			// Contradicted too: checkBatch suspends the envelopes of the
+			// claims PostgreSQL contradicts, on this path as on the other.
+			res.Add(r)
+			return nil
+		case pgstore.IsRefused(err):
+			return halve(lo, hi)
 		}
+		return err
+	}
+	// halve applies claims[lo:hi], known to hold a refused claim.
+	halve = func(lo, hi int) error {
 		if hi-lo == 1 {
 			refused = append(refused, lo)
 			return nil
 		}
 		mid := lo + (hi-lo)/2
-		if err := walk(lo, mid, false); err != nil {
+		if err := apply(lo, mid); err != nil {
 			return err
 		}
-		return walk(mid, hi, false)
+		return apply(mid, hi)
 	}
 	if len(claims) == 0 {
 		return nil, res, nil, nil
 	}
-	if err := walk(0, len(claims), true); err != nil {
+	if err := halve(0, len(claims)); err != nil {
 		return nil, pgstore.ApplyResult{}, nil, err
 	}
 	return kept, res, refused, nil
