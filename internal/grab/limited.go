@@ -93,21 +93,20 @@ func tookNothing(c redisstore.Claim, err error) bool {
 }
 
 // repeatOnly answers a grab the user's limits refused: the packet the user
-// holds (a holder's repeat is never limited), else the refusal.
+// holds (a holder's repeat is never limited), else the refusal. It is one
+// unreserved grab: the script answers a holder's repeat before any other
+// check and takes nothing where it would take a packet, so the refused grab
+// cannot take one. (A read of the user's claim followed by a grab could, if
+// the claim went between the two, as an operator's reload of the envelope
+// does.) An envelope Redis does not hold is answered from PostgreSQL, which
+// never grants.
 func (s *Service) repeatOnly(ctx context.Context, id int64, userID, password string, refusal error) (redisstore.Claim, error) {
-	loaded, held, err := s.redis.Holds(ctx, id, userID)
-	if err != nil {
-		return redisstore.Claim{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
+	c, err := s.grabAs(ctx, id, userID, password, true)
 	switch {
-	case held:
-		// Once held, a claim stays: this grab is a repeat.
-		return s.grab(ctx, id, userID, password)
-	case !loaded:
-		// PostgreSQL answers it, and never grants.
-		if c, err := s.notLoaded(ctx, id, userID); err == nil && c.Repeat {
-			return c, nil
-		}
+	case err == nil && c.Repeat:
+		return c, nil
+	case errors.Is(err, ErrUnavailable):
+		return redisstore.Claim{}, err
 	}
 	return redisstore.Claim{}, refusal
 }
