@@ -44,8 +44,10 @@ var pageSize = 5000
 
 // claimWindow is how long before a range an envelope can have been created
 // and still have claims in it: a grab is served only until the envelope
-// expires, at most envelope.MaxExpiresIn after its creation.
-const claimWindow = envelope.MaxExpiresIn
+// expires, at most envelope.MaxExpiresIn after its start, which is at most
+// envelope.MaxStartsAhead after its creation. The minute over it covers
+// the clocks of the processes that stamp the creation and the grabs.
+const claimWindow = envelope.MaxStartsAhead + envelope.MaxExpiresIn + time.Minute
 
 // Range is the instants of the days from, to (inclusive) in loc: [Since, Until).
 func Range(from, to string, loc *time.Location) (since, until time.Time, err error) {
@@ -65,15 +67,19 @@ func Range(from, to string, loc *time.Location) (since, until time.Time, err err
 
 // Export sends every movement in [since, until) to sink: the funded
 // envelopes by creation time, then the claims by envelope and packet, then
-// the refunds by settlement time.
+// the refunds by settlement time. All of it is read from one snapshot, so
+// an envelope settled or deleted (retention) while the export runs is
+// exported as it was when the export began, its three kinds agreeing.
 func Export(ctx context.Context, pg *pgstore.Store, since, until time.Time, sink Sink) error {
-	if err := funded(ctx, pg, since, until, sink); err != nil {
-		return err
-	}
-	if err := claimed(ctx, pg, since, until, sink); err != nil {
-		return err
-	}
-	return refunded(ctx, pg, since, until, sink)
+	return pg.Snapshot(ctx, func(pg *pgstore.Store) error {
+		if err := funded(ctx, pg, since, until, sink); err != nil {
+			return err
+		}
+		if err := claimed(ctx, pg, since, until, sink); err != nil {
+			return err
+		}
+		return refunded(ctx, pg, since, until, sink)
+	})
 }
 
 func funded(ctx context.Context, pg *pgstore.Store, since, until time.Time, sink Sink) error {

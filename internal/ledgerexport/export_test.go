@@ -85,6 +85,69 @@ func TestExportBalancesEverySettledEnvelope(t *testing.T) {
 	}
 }
 
+// An envelope may start up to 7 days after its creation and then last 7
+// days: its claims are exported with the days they were made in, though
+// it was created 13 days before them.
+func TestExportFindsClaimsOfAnEnvelopeCreatedTwoWeeksBefore(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	totals := settledDay(t, s)
+	ids := make([]int64, 0, len(totals))
+	for id := range totals {
+		ids = append(ids, id)
+	}
+	if _, err := s.Pool.Exec(t.Context(), `UPDATE envelopes SET created_at = created_at - interval '13 days'
+		WHERE id = ANY($1)`, ids); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	since, until, _ := Range(now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
+	sums := exportedCSVSums(t, s, since, until)
+	for id := range totals {
+		e, err := s.PG.Envelope(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sums[id][Claimed]; got != e.ClaimedCents || sums[id][Funded] != 0 {
+			t.Errorf("envelope %d: exported %v, want claimed %d and no funding (created 13 days ago)", id, sums[id], e.ClaimedCents)
+		}
+	}
+}
+
+// The export reads one snapshot: claims deleted while it runs (as
+// retention deletes an archived envelope's) are exported as they were.
+func TestExportReadsOneSnapshot(t *testing.T) {
+	s := stack.New(t) // not parallel: it changes pageSize
+	pageSize = 2
+	t.Cleanup(func() { pageSize = 5000 })
+	totals := settledDay(t, s)
+	now := time.Now().UTC()
+	since, until, _ := Range(now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
+	deleted := false
+	sums := map[int64]map[Kind]int64{}
+	err := Export(t.Context(), s.PG, since, until, func(m Movement) error {
+		if !deleted {
+			deleted = true
+			if _, err := s.Pool.Exec(t.Context(), `DELETE FROM claims`); err != nil {
+				return err
+			}
+		}
+		if sums[m.EnvelopeID] == nil {
+			sums[m.EnvelopeID] = map[Kind]int64{}
+		}
+		sums[m.EnvelopeID][m.Kind] += m.AmountCents
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM claims`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("claims left after the delete: %d, %v", left, err)
+	}
+	checkSumsBalance(t, s, totals, sums)
+}
+
 // exportedCSVSums exports since..until as CSV, checks the header and each
 // row, and sums the amounts per envelope and kind.
 func exportedCSVSums(t *testing.T, s *stack.Stack, since, until time.Time) map[int64]map[Kind]int64 {

@@ -5,8 +5,23 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"redpacket/internal/db/dbsqlc"
 )
+
+// Snapshot runs read with a Store whose queries all see one snapshot of the
+// database (a REPEATABLE READ, READ ONLY transaction): pages read one after
+// another agree with each other, whatever is written or deleted meanwhile.
+// The snapshot holds back vacuum while it lasts. Only the Store's single
+// queries may be used in read; one that begins a transaction of its own
+// would leave the snapshot, and panics instead.
+func (s *Store) Snapshot(ctx context.Context, read func(*Store) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		return read(&Store{q: s.q.WithTx(tx), senders: s.senders})
+	})
+}
 
 // The rows of the reconciliation export, one page at a time.
 type (
