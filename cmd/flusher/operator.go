@@ -34,7 +34,7 @@ func operatorContext() (context.Context, context.CancelFunc) {
 
 func runAudit(args []string) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	since := fs.Duration("since", 48*time.Hour, "check envelopes created this long ago or later, and every unfinished one")
+	since := fs.Duration("since", 48*time.Hour, "check envelopes created or settled this long ago or later, and every unfinished one")
 	all := fs.Bool("all", false, "check every envelope (reads every packet)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, auditSynopsis, args); err != nil {

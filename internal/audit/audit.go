@@ -27,8 +27,8 @@ const DefaultPageSize = 500
 
 // Options choose what is audited.
 type Options struct {
-	// Since limits the audit to envelopes created at or after it, plus every
-	// envelope not in a final state (loading, open, sold_out, expired,
+	// Since limits the audit to envelopes created or settled at or after
+	// it, plus every envelope not in a final state (loading, open, sold_out, expired,
 	// suspended), which can still change and so is always checked; and to
 	// claim_conflicts rows found at or after it. Zero means everything.
 	Since time.Time

@@ -176,6 +176,8 @@ func TestConstraintViolationsReachTheChecks(t *testing.T) {
 	})
 }
 
+// The window is the envelopes created or settled in it, plus every
+// unfinished one.
 func TestSinceSkipsOldFinalEnvelopesOnly(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -190,6 +192,8 @@ func TestSinceSkipsOldFinalEnvelopesOnly(t *testing.T) {
 	d.soldOut(4007, old, 100, 200)
 	d.insert(4008, "expired", old, 100, 200)
 	d.insert(4009, "suspended", old, 100, 200)
+	d.settled(4010, old, 1, 100, 200) // created long ago, settled now: checked
+	d.exec(`UPDATE envelopes SET settled_at = $1 WHERE id IN (4001, 4002)`, old)
 	// Every envelope breaks packet_sum, so the violations name the ones checked.
 	d.exec(`UPDATE packets SET amount_cents = amount_cents + 1 WHERE id % 100 = 0`)
 	d.conflict(4001, packet(4001, 0), "x", old)
@@ -203,14 +207,15 @@ func TestSinceSkipsOldFinalEnvelopesOnly(t *testing.T) {
 	inWindow[4004] = append(inWindow[4004], CheckRefundedCents) // refunded packet 0 grew
 	inWindow[4003] = append(inWindow[4003], CheckClaimedCents)  // packet 0 is claimed
 	inWindow[4007] = append(inWindow[4007], CheckClaimedCents)
+	inWindow[4010] = []string{CheckPacketSum, CheckClaimedCents}
 	assertViolations(t, rep, inWindow)
-	if rep.Checked != 7 || rep.Conflicts != 1 {
-		t.Errorf("since a day ago: checked %d, conflicts %d; want 7, 1", rep.Checked, rep.Conflicts)
+	if rep.Checked != 8 || rep.Conflicts != 1 {
+		t.Errorf("since a day ago: checked %d, conflicts %d; want 8, 1", rep.Checked, rep.Conflicts)
 	}
 
 	all := d.runPG(Options{})
-	if all.Checked != 9 || all.Conflicts != 2 {
-		t.Errorf("everything: checked %d, conflicts %d; want 9, 2", all.Checked, all.Conflicts)
+	if all.Checked != 10 || all.Conflicts != 2 {
+		t.Errorf("everything: checked %d, conflicts %d; want 10, 2", all.Checked, all.Conflicts)
 	}
 }
 

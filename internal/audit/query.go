@@ -43,8 +43,8 @@ import (
 // (Before claims had a table of their own, one index scan of packets per
 // envelope: about 20 ms for a page of 50,000 packets, on the first, middle
 // and last pages alike.) With Since set, the
-// page comes from a BitmapOr of envelopes_created_at_idx and
-// envelopes_unsettled_idx, sorted by id (a sequential scan when envelopes is
+// page comes from a BitmapOr of envelopes_created_at_idx,
+// envelopes_settled_at_idx and envelopes_unsettled_idx, sorted by id (a sequential scan when envelopes is
 // small); the packets side is the same. Each such page re-reads the window's
 // bitmap, which stays cheap for windows of a few hundred thousand envelopes.
 // TestPageQueryUsesPacketsIndex keeps this true.

@@ -180,7 +180,8 @@ WITH page AS MATERIALIZED (
     SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at,
            v.kind, v.recipients_count, v.starts_at FROM envelopes v
     WHERE v.id > $1
-      AND (v.created_at >= $2 OR v.status IN ('loading', 'open', 'sold_out', 'expired', 'suspended'))
+      AND (v.created_at >= $2 OR v.settled_at >= $2
+           OR v.status IN ('loading', 'open', 'sold_out', 'expired', 'suspended'))
     ORDER BY v.id LIMIT $3
 )
 SELECT e.id, e.status, e.count, e.total_cents, e.claimed_cents, e.refunded_cents,
@@ -246,10 +247,12 @@ type AuditPageSinceRow struct {
 	StrayClaims          int64
 }
 
-// AuditPageSince is a page of the envelopes created at or after since plus
-// every one not in a final state. The status list is spelled as in the
-// predicate of envelopes_unsettled_idx so the planner can use that index; it
-// must name every status except the final ones (settled, failed).
+// AuditPageSince is a page of the envelopes created or settled at or after
+// since plus every one not in a final state: an envelope that lived longer
+// than the window is checked when it settles, while Redis may still hold
+// its claims. The status list is spelled as in the predicate of
+// envelopes_unsettled_idx so the planner can use that index; it must name
+// every status except the final ones (settled, failed).
 func (q *Queries) AuditPageSince(ctx context.Context, arg AuditPageSinceParams) ([]AuditPageSinceRow, error) {
 	rows, err := q.db.Query(ctx, AuditPageSince, arg.After, arg.Since, arg.MaxRows)
 	if err != nil {
