@@ -206,7 +206,8 @@ func TestCheckComparesEveryFigure(t *testing.T) {
 		f.rows = 2
 	}
 	ok := dbsqlc.RetentionDeleteRow{Envelopes: 1, TotalCents: 300, ClaimedCents: 200, RefundedCents: 100, Packets: 3,
-		PacketCents: 300, PacketClaimedCents: 200, PacketRefundedCents: 100, Recipients: 2, Commitments: 2, Events: 2, Conflicts: 2}
+		PacketCents: 300, PacketClaimedCents: 200, PacketRefundedCents: 100, Recipients: 2, Commitments: 2, Events: 2, Conflicts: 2,
+		ClaimedPackets: 2, Claims: 2, ClaimsCents: 200}
 	if err := s.check(m, ok, 1); err != nil {
 		t.Fatalf("a matching deletion: %v", err)
 	}
@@ -229,6 +230,20 @@ func TestCheckComparesEveryFigure(t *testing.T) {
 		bad(&d)
 		if err := s.check(m, d, 1); !errors.Is(err, ErrMismatch) {
 			t.Errorf("%s differs: %v, want ErrMismatch", name, err)
+		}
+	}
+	// Deleted as archived, but money that does not add up.
+	for name, bad := range map[string]func(*row){
+		"a claim without its packet":  func(d *row) { d.Claims++ },
+		"a claim of another amount":   func(d *row) { d.ClaimsCents++ },
+		"claimed + refunded != total": func(d *row) { d.ClaimedCents, d.PacketClaimedCents, d.ClaimsCents = 150, 150, 150 },
+	} {
+		d := ok
+		bad(&d)
+		pk.sums = []int64{d.PacketCents, d.PacketClaimedCents, d.PacketRefundedCents}
+		env.sums = []int64{d.TotalCents, d.ClaimedCents, d.RefundedCents}
+		if err := s.check(m, d, 1); !errors.Is(err, ErrUnbalanced) {
+			t.Errorf("%s: %v, want ErrUnbalanced", name, err)
 		}
 	}
 }

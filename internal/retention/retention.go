@@ -78,6 +78,10 @@ var (
 	// ErrMismatch means the rows a batch deleted differ from those it
 	// archived; the batch was rolled back.
 	ErrMismatch = errors.New("deleted rows differ from the archive")
+	// ErrUnbalanced means a batch's money does not add up (a claims row
+	// without its packet, or claimed + refunded not the total); the batch
+	// was rolled back and stays until an operator mends it.
+	ErrUnbalanced = errors.New("the batch's money does not add up; run flusher audit -all to find the envelope")
 )
 
 // Run removes what is due. An error after some batches committed leaves

@@ -212,3 +212,34 @@ func TestRunRemovesOldFailedEnvelopes(t *testing.T) {
 		t.Errorf("the recently failed envelope changed: %v, was %v", after, before)
 	}
 }
+
+// A batch whose money does not add up is not deleted: a claims row with no
+// packet of its envelope, or with another amount than its packet's, is in
+// no file, so deleting it would leave the archive the only record of a
+// ledger that was wrong. The envelopes around it wait too, and the run
+// says why.
+func TestUnbalancedBatchDeletesNothing(t *testing.T) {
+	t.Parallel()
+	for name, stray := range map[string]string{
+		"a claim without its packet": `INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at)
+			VALUES (2, 999, 'stray', 5, now())`,
+		"a claim of another amount": `UPDATE claims SET amount_cents = amount_cents + 1 WHERE envelope_id = 2 AND packet_id = 200001`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := testenv.Postgres(t)
+			for id := int64(1); id <= 2; id++ {
+				seed(t, pool, id, 10, "settled", now.Add(-48*time.Hour).Add(time.Duration(id)*time.Second))
+			}
+			exec(t, pool, stray)
+			before := count(t, pool, 1, 2)
+			res, err := Run(t.Context(), pool, options(t, 24*time.Hour))
+			if !errors.Is(err, ErrUnbalanced) || res.Removed.Envelopes != 0 {
+				t.Fatalf("run: %+v, %v; want ErrUnbalanced and nothing removed", res, err)
+			}
+			if after := count(t, pool, 1, 2); !equalCounts(before, after) {
+				t.Errorf("rows deleted: %v before, %v after", before, after)
+			}
+		})
+	}
+}

@@ -125,5 +125,27 @@ func (s *set) check(m setMark, d dbsqlc.RetentionDeleteRow, locked int) error {
 			return fmt.Errorf("%w: %s: %d deleted, %d archived", ErrMismatch, c.what, c.deleted, c.filed)
 		}
 	}
+	return balanced(d)
+}
+
+// balanced checks that the money a batch deleted adds up, as it does for
+// every settled or failed envelope: the files must not be the only record
+// of a ledger that was wrong (flusher audit names the envelope).
+func balanced(d dbsqlc.RetentionDeleteRow) error {
+	for _, c := range []struct {
+		what string
+		a, b int64
+	}{
+		{"claims rows against the claimed packets", d.Claims, d.ClaimedPackets},
+		{"claims' cents against the claimed packets'", d.ClaimsCents, d.PacketClaimedCents},
+		{"envelopes.total_cents against the packets'", d.TotalCents, d.PacketCents},
+		{"envelopes.claimed_cents against the claimed packets'", d.ClaimedCents, d.PacketClaimedCents},
+		{"envelopes.refunded_cents against the refunded packets'", d.RefundedCents, d.PacketRefundedCents},
+		{"claimed + refunded against total_cents", d.ClaimedCents + d.RefundedCents, d.TotalCents},
+	} {
+		if c.a != c.b {
+			return fmt.Errorf("%w: %s: %d, %d", ErrUnbalanced, c.what, c.a, c.b)
+		}
+	}
 	return nil
 }
