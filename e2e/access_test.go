@@ -17,9 +17,9 @@ var keyLine = regexp.MustCompile(`^rpk_[A-Za-z0-9_-]{48}\n$`)
 
 // apikeyCreate runs `flusher apikey create` and returns the key, which must
 // be the only line of standard output and appear nowhere else.
-func apikeyCreate(t *testing.T, env []string, name, scopes string) string {
+func apikeyCreate(t *testing.T, env []string, name, scopes string, more ...string) string {
 	t.Helper()
-	code, stdout, stderr := runOut(t, "flusher", env, "apikey", "create", "-name", name, "-scopes", scopes)
+	code, stdout, stderr := runOut(t, "flusher", env, append([]string{"apikey", "create", "-name", name, "-scopes", scopes}, more...)...)
 	if code != 0 || !keyLine.MatchString(stdout) {
 		t.Fatalf("apikey create -name %s: exit %d, stdout %q, stderr %s; want 0 and the key alone", name, code, stdout, stderr)
 	}
@@ -66,7 +66,7 @@ func TestAPIKeys(t *testing.T) {
 	apikeyCreate(t, env, "unused", "events")
 	assertApikeyMisuseRefused(t, env)
 	code, stdout, _ := runOut(t, "flusher", env, "apikey", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^shop-1\s+create,grab,read\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`).MatchString(stdout) ||
+	if code != 0 || !regexp.MustCompile(`(?m)^shop-1\s+shop-1\s+create,grab,read\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`).MatchString(stdout) ||
 		!strings.Contains(stdout, "reader") || strings.Contains(stdout, "rpk_") {
 		t.Errorf("apikey list: exit %d:\n%s", code, stdout)
 	}
@@ -82,8 +82,8 @@ func TestAPIKeys(t *testing.T) {
 	envelopeID := createAndGrabWithKeys(t, s.base, secondBase, shop1, reader)
 	statusURL := fmt.Sprintf("/v1/envelopes/%d", envelopeID)
 
-	// Rotation: a second key, then the first revoked.
-	shop2 := apikeyCreate(t, env, "shop-2", "create,grab,read")
+	// Rotation: a second key of the same client, then the first revoked.
+	shop2 := apikeyCreate(t, env, "shop-2", "create,grab,read", "-client", "shop-1")
 	waitStatus(t, bases, statusURL, shop2, http.StatusOK, 5*time.Second, "the new key is taken")
 	waitStatus(t, bases, statusURL, shop1, http.StatusOK, 0, "the old key still passes while both are active")
 	if code, out, errOut := runOut(t, "flusher", env, "apikey", "revoke", "-name", "shop-1"); code != 0 {
@@ -117,6 +117,7 @@ func assertApikeyMisuseRefused(t *testing.T, env []string) {
 		{[]string{"apikey", "create", "-name", "shop-1", "-scopes", "grab"}, 1}, // the name is taken
 		{[]string{"apikey", "create", "-name", "x", "-scopes", "grab,delete"}, 2},
 		{[]string{"apikey", "create", "-name", "two words", "-scopes", "grab"}, 2},
+		{[]string{"apikey", "create", "-name", "x", "-client", "two words", "-scopes", "grab"}, 2},
 		{[]string{"apikey", "create", "-scopes", "grab"}, 2},
 		{[]string{"apikey", "create", "-name", "x", "-scopes", "grab", "now"}, 2},
 		{[]string{"apikey", "revoke", "-name", "nobody"}, 1},
@@ -174,6 +175,7 @@ func assertKeysUsedAndRevoked(t *testing.T, env []string) {
 	var listed struct {
 		Keys []struct {
 			Name       string     `json:"name"`
+			Client     string     `json:"client"`
 			Scopes     []string   `json:"scopes"`
 			LastUsedAt *time.Time `json:"last_used_at"`
 			RevokedAt  *time.Time `json:"revoked_at"`
@@ -184,10 +186,10 @@ func assertKeysUsedAndRevoked(t *testing.T, env []string) {
 	}
 	got := map[string]string{}
 	for _, k := range listed.Keys {
-		got[k.Name] = fmt.Sprintf("used %v revoked %v", k.LastUsedAt != nil, k.RevokedAt != nil)
+		got[k.Name] = fmt.Sprintf("%s used %v revoked %v", k.Client, k.LastUsedAt != nil, k.RevokedAt != nil)
 	}
-	want := map[string]string{"shop-1": "used true revoked true", "shop-2": "used true revoked false",
-		"reader": "used true revoked false", "unused": "used false revoked false"}
+	want := map[string]string{"shop-1": "shop-1 used true revoked true", "shop-2": "shop-1 used true revoked false",
+		"reader": "reader used true revoked false", "unused": "unused used false revoked false"}
 	if fmt.Sprint(got) != fmt.Sprint(want) || strings.Contains(stdout, "rpk_") {
 		t.Errorf("apikey list -all -json: %v, want %v\n%s", got, want, stdout)
 	}

@@ -11,7 +11,7 @@ import (
 
 // The flags of the apikey commands, as their usage shows them.
 const (
-	apikeyCreateSynopsis = "-name NAME -scopes create,grab,read,events"
+	apikeyCreateSynopsis = "-name NAME [-client CLIENT] -scopes create,grab,read,events"
 	apikeyListSynopsis   = "[-all] [-json]"
 	apikeyRevokeSynopsis = "-name NAME"
 )

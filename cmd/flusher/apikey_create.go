@@ -9,13 +9,14 @@ import (
 	"redpacket/internal/apikey"
 )
 
-// runAPIKeyCreate is `flusher apikey create -name NAME -scopes LIST`: it
+// runAPIKeyCreate is `flusher apikey create -name NAME [-client CLIENT] -scopes LIST`: it
 // makes a key and prints it as the only line of standard output, the one
 // time it is shown (only its hash is stored). A script takes it with
 // KEY=$(flusher apikey create ...).
 func runAPIKeyCreate(args []string) error {
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
-	name := fs.String("name", "", "the client's name: 1 to 64 characters of A-Z a-z 0-9 _ . : @ -, unique among active keys")
+	name := fs.String("name", "", "the key's name: 1 to 64 characters of A-Z a-z 0-9 _ . : @ -, unique among active keys")
+	client := fs.String("client", "", "the client the key belongs to, the same characters (default: the name); a rotated key takes the old one's")
 	scopeList := fs.String("scopes", "", "what the key may do, comma-separated: create, grab, read, events")
 	if err := parseFlags(fs, apikeyCreateSynopsis, args); err != nil {
 		return helpIsDone(err)
@@ -34,7 +35,7 @@ func runAPIKeyCreate(args []string) error {
 		return err
 	}
 	defer done()
-	key, err := apikey.Create(ctx, db, *name, scopes)
+	key, err := apikey.Create(ctx, db, *name, *client, scopes)
 	if errors.Is(err, apikey.ErrMalformed) {
 		return errors.Join(err, errUsage)
 	}

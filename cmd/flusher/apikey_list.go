@@ -45,13 +45,13 @@ func runAPIKeyList(args []string) error {
 // writeKeys writes the keys as a table; times in UTC to the second.
 func writeKeys(out io.Writer, keys []apikey.Listed, all bool) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	header := "NAME\tSCOPES\tCREATED\tLAST USED"
+	header := "NAME\tCLIENT\tSCOPES\tCREATED\tLAST USED"
 	if all {
 		header += "\tREVOKED"
 	}
 	_, _ = fmt.Fprintln(w, header) // the tabwriter holds the lines: Flush reports a failure
 	for _, k := range keys {
-		line := k.Name + "\t" + strings.Join(k.Scopes, ",") + "\t" + when(&k.CreatedAt) + "\t" + when(k.LastUsedAt)
+		line := k.Name + "\t" + k.Client + "\t" + strings.Join(k.Scopes, ",") + "\t" + when(&k.CreatedAt) + "\t" + when(k.LastUsedAt)
 		if all {
 			line += "\t" + when(k.RevokedAt)
 		}

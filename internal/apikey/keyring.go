@@ -15,7 +15,8 @@ import (
 
 // Key is what a grabber knows of an active key.
 type Key struct {
-	Name   string // the client's name
+	Name   string // the key's name
+	Client string // the client it belongs to: what requests are kept by
 	Scopes Scopes
 }
 
@@ -206,7 +207,7 @@ func (k *Keyring) refresh(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("API key %q: %w", r.Name, err)
 		}
-		key := Key{Name: r.Name, Scopes: scopes}
+		key := Key{Name: r.Name, Client: r.Client, Scopes: scopes}
 		if e, ok := old[h]; ok && e.Key == key {
 			next[h] = e
 			continue

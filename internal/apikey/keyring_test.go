@@ -50,7 +50,7 @@ func mustCreate(t *testing.T, db dbsqlc.DBTX, name, scopes string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := apikey.Create(t.Context(), db, name, s)
+	key, err := apikey.Create(t.Context(), db, name, "", s)
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
@@ -76,15 +76,15 @@ func TestCreateListRevoke(t *testing.T) {
 	ctx := t.Context()
 	k1 := mustCreate(t, pool, "shop", "create,grab")
 	mustCreate(t, pool, "reporting", "read,events")
-	if _, err := apikey.Create(ctx, pool, "shop", apikey.Scopes(apikey.ScopeRead)); !errors.Is(err, apikey.ErrNameTaken) {
+	if _, err := apikey.Create(ctx, pool, "shop", "", apikey.Scopes(apikey.ScopeRead)); !errors.Is(err, apikey.ErrNameTaken) {
 		t.Errorf("a second active key named shop: %v, want ErrNameTaken", err)
 	}
 	for _, bad := range []string{"", "two words", strings.Repeat("n", 65), "naïve"} {
-		if _, err := apikey.Create(ctx, pool, bad, apikey.Scopes(apikey.ScopeRead)); !errors.Is(err, apikey.ErrMalformed) {
+		if _, err := apikey.Create(ctx, pool, bad, "", apikey.Scopes(apikey.ScopeRead)); !errors.Is(err, apikey.ErrMalformed) {
 			t.Errorf("name %q: %v, want ErrMalformed", bad, err)
 		}
 	}
-	if _, err := apikey.Create(ctx, pool, "none", 0); !errors.Is(err, apikey.ErrMalformed) {
+	if _, err := apikey.Create(ctx, pool, "none", "", 0); !errors.Is(err, apikey.ErrMalformed) {
 		t.Errorf("no scope: %v, want ErrMalformed", err)
 	}
 	list, err := apikey.List(ctx, pool, false)

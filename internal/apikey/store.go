@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"redpacket/internal/db/dbsqlc"
+	"redpacket/internal/envelope"
 )
 
 // What the operator commands can be refused.
@@ -24,11 +25,19 @@ const (
 	codeUniqueViolation = "23505"
 )
 
-// Create makes a key of the given name and scopes, stores its hash and
-// returns it: the only time anyone sees it.
-func Create(ctx context.Context, db dbsqlc.DBTX, name string, scopes Scopes) (string, error) {
+// Create makes a key of the given name, client and scopes, stores its hash
+// and returns it: the only time anyone sees it. An empty client is the
+// name: a client of one key. A rotation makes the new key with the old
+// one's client, so the client's idempotency keys and limits carry over.
+func Create(ctx context.Context, db dbsqlc.DBTX, name, client string, scopes Scopes) (string, error) {
+	if client == "" {
+		client = name
+	}
 	if err := checkName(name); err != nil {
 		return "", err
+	}
+	if envelope.ValidateUserID("client", client) != nil {
+		return "", fmt.Errorf("%w client %q: must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ -", ErrMalformed, client)
 	}
 	if scopes == 0 {
 		return "", fmt.Errorf("%w scopes: a key needs at least one", ErrMalformed)
@@ -38,7 +47,8 @@ func Create(ctx context.Context, db dbsqlc.DBTX, name string, scopes Scopes) (st
 		return "", err
 	}
 	h := hashOf(key)
-	_, err = dbsqlc.New(db).CreateAPIKey(ctx, dbsqlc.CreateAPIKeyParams{Name: name, KeyHash: h[:], Scopes: scopes.Names()})
+	_, err = dbsqlc.New(db).CreateAPIKey(ctx, dbsqlc.CreateAPIKeyParams{Name: name, Client: client, KeyHash: h[:],
+		Scopes: scopes.Names()})
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == activeNameIndex:
@@ -52,6 +62,7 @@ func Create(ctx context.Context, db dbsqlc.DBTX, name string, scopes Scopes) (st
 // Listed is a key as `flusher apikey list` shows it: never its material.
 type Listed struct {
 	Name       string     `json:"name"`
+	Client     string     `json:"client"`
 	Scopes     []string   `json:"scopes"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
@@ -67,7 +78,7 @@ func List(ctx context.Context, db dbsqlc.DBTX, includeRevoked bool) ([]Listed, e
 	}
 	out := make([]Listed, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Listed{Name: r.Name, Scopes: r.Scopes, CreatedAt: r.CreatedAt,
+		out = append(out, Listed{Name: r.Name, Client: r.Client, Scopes: r.Scopes, CreatedAt: r.CreatedAt,
 			LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt})
 	}
 	return out, nil

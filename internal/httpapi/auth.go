@@ -56,7 +56,7 @@ func insufficientScopeChallenge(s apikey.Scope) string {
 }
 
 // authenticate reports whether r carries credentials the API takes, and
-// otherwise the challenge to answer with. With keys, the key's name and
+// otherwise the challenge to answer with. With keys, the key's client and
 // scopes go into the request's Info.
 func (au auth) authenticate(r *http.Request) (challenge string, ok bool) {
 	if au.token == "" && au.keys == nil {
@@ -77,7 +77,7 @@ func (au auth) authenticate(r *http.Request) (challenge string, ok bool) {
 	if !found || info == nil {
 		return challengeBadToken, false
 	}
-	info.Client, info.Scopes = key.Name, key.Scopes
+	info.Client, info.Scopes = key.Client, key.Scopes
 	return "", true
 }
 

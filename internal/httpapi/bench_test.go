@@ -73,7 +73,7 @@ func BenchmarkHTTPGrabAuth(b *testing.B) {
 func benchKeyring(b *testing.B, s *stack.Stack, o *httpapi.Options) string {
 	var key string
 	for i := range 100 {
-		k, err := apikey.Create(context.Background(), s.Pool, fmt.Sprintf("client-%d", i),
+		k, err := apikey.Create(context.Background(), s.Pool, fmt.Sprintf("client-%d", i), "",
 			apikey.Scopes(apikey.ScopeGrab)|apikey.Scopes(apikey.ScopeRead))
 		if err != nil {
 			b.Fatal(err)

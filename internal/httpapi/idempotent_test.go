@@ -217,6 +217,28 @@ func TestIdempotencyKeysPerClient(t *testing.T) {
 	}
 }
 
+// A rotated key belongs to the same client: a create whose answer was lost
+// and is retried with the new key is answered with the first envelope, not
+// made again.
+func TestIdempotencyKeysSurviveRotation(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	old := makeKey(t, s, "shop", apikey.Scopes(apikey.ScopeCreate))
+	rotated, err := apikey.Create(t.Context(), s.Pool, "shop-2026-12", "shop", apikey.Scopes(apikey.ScopeCreate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newKeysAPI(t, s, time.Hour, httpapi.Options{})
+	first := client{t: t, h: api, token: old}.createKeyed("order-42", idemBody)
+	retry := client{t: t, h: api, token: rotated}.createKeyed("order-42", idemBody)
+	if first.Status != http.StatusCreated || !replayed(retry) || !bytes.Equal(retry.Body, first.Body) {
+		t.Errorf("retried with the rotated key: %s (replayed=%v), want %s replayed", retry, replayed(retry), first)
+	}
+	if n := envelopeRows(t, s); n != 1 {
+		t.Errorf("%d envelopes, want 1", n)
+	}
+}
+
 // serve sends r to h as it is.
 func serve(t *testing.T, h http.Handler, r *http.Request) answer {
 	t.Helper()

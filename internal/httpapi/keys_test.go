@@ -31,7 +31,7 @@ func newKeysAPI(t *testing.T, s *stack.Stack, refresh time.Duration, o httpapi.O
 // makeKey creates an API key with the given scopes.
 func makeKey(t *testing.T, s *stack.Stack, name string, scopes apikey.Scopes) string {
 	t.Helper()
-	key, err := apikey.Create(t.Context(), s.Pool, name, scopes)
+	key, err := apikey.Create(t.Context(), s.Pool, name, "", scopes)
 	if err != nil {
 		t.Fatalf("create key %s: %v", name, err)
 	}
@@ -162,7 +162,7 @@ func TestKeysUnauthenticated(t *testing.T) {
 	good := makeKey(t, s, "good", everyScope())
 	api := newKeysAPI(t, s, time.Hour, httpapi.Options{})
 	unknown := good[:len(good)-8] + "AAAAAAAA"
-	other, err := apikey.Create(t.Context(), stack.New(t).Pool, "elsewhere", everyScope()) // valid, in another database
+	other, err := apikey.Create(t.Context(), stack.New(t).Pool, "elsewhere", "", everyScope()) // valid, in another database
 	if err != nil {
 		t.Fatal(err)
 	}

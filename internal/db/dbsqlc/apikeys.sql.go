@@ -11,17 +11,18 @@ import (
 )
 
 const ActiveAPIKeys = `-- name: ActiveAPIKeys :many
-SELECT key_hash, name, scopes FROM api_keys WHERE revoked_at IS NULL
+SELECT key_hash, name, client, scopes FROM api_keys WHERE revoked_at IS NULL
 `
 
 type ActiveAPIKeysRow struct {
 	KeyHash []byte
 	Name    string
+	Client  string
 	Scopes  []string
 }
 
 // ActiveAPIKeys reads what a grabber needs to check keys: each active key's
-// hash, name and scopes.
+// hash, name, client and scopes.
 func (q *Queries) ActiveAPIKeys(ctx context.Context) ([]ActiveAPIKeysRow, error) {
 	rows, err := q.db.Query(ctx, ActiveAPIKeys)
 	if err != nil {
@@ -31,7 +32,12 @@ func (q *Queries) ActiveAPIKeys(ctx context.Context) ([]ActiveAPIKeysRow, error)
 	var items []ActiveAPIKeysRow
 	for rows.Next() {
 		var i ActiveAPIKeysRow
-		if err := rows.Scan(&i.KeyHash, &i.Name, &i.Scopes); err != nil {
+		if err := rows.Scan(
+			&i.KeyHash,
+			&i.Name,
+			&i.Client,
+			&i.Scopes,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -44,12 +50,13 @@ func (q *Queries) ActiveAPIKeys(ctx context.Context) ([]ActiveAPIKeysRow, error)
 
 const CreateAPIKey = `-- name: CreateAPIKey :one
 
-INSERT INTO api_keys (name, key_hash, scopes) VALUES ($1, $2, $3::text[])
+INSERT INTO api_keys (name, client, key_hash, scopes) VALUES ($1, $2, $3, $4::text[])
 RETURNING created_at
 `
 
 type CreateAPIKeyParams struct {
 	Name    string
+	Client  string
 	KeyHash []byte
 	Scopes  []string
 }
@@ -59,20 +66,26 @@ type CreateAPIKeyParams struct {
 // CreateAPIKey stores a new key's hash; a name already held by an active key
 // violates api_keys_active_name_idx.
 func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (time.Time, error) {
-	row := q.db.QueryRow(ctx, CreateAPIKey, arg.Name, arg.KeyHash, arg.Scopes)
+	row := q.db.QueryRow(ctx, CreateAPIKey,
+		arg.Name,
+		arg.Client,
+		arg.KeyHash,
+		arg.Scopes,
+	)
 	var created_at time.Time
 	err := row.Scan(&created_at)
 	return created_at, err
 }
 
 const ListAPIKeys = `-- name: ListAPIKeys :many
-SELECT name, scopes, created_at, last_used_at, revoked_at FROM api_keys
+SELECT name, client, scopes, created_at, last_used_at, revoked_at FROM api_keys
 WHERE revoked_at IS NULL OR $1::boolean
 ORDER BY name, created_at
 `
 
 type ListAPIKeysRow struct {
 	Name       string
+	Client     string
 	Scopes     []string
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
@@ -92,6 +105,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, includeRevoked bool) ([]ListA
 		var i ListAPIKeysRow
 		if err := rows.Scan(
 			&i.Name,
+			&i.Client,
 			&i.Scopes,
 			&i.CreatedAt,
 			&i.LastUsedAt,

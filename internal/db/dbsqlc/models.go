@@ -16,7 +16,7 @@ import (
 type ApiKey struct {
 	// Row id; nothing refers to it outside this table.
 	ID int64
-	// The client's name, as the access log and `flusher apikey list` show it; unique among active keys.
+	// The key's name, as `flusher apikey list` shows it and `flusher apikey revoke -name` takes it; unique among active keys.
 	Name string
 	// SHA-256 of the key (rpk_...). The key itself is shown once, by `flusher apikey create`, and kept nowhere.
 	KeyHash []byte
@@ -28,6 +28,8 @@ type ApiKey struct {
 	LastUsedAt *time.Time
 	// When the key was revoked (grabbers refuse it within seconds); NULL while it is active.
 	RevokedAt *time.Time
+	// The client the key belongs to (by default its name); several keys may share one. Idempotency keys, the sender and user limits and the access log are per client, so a rotated key keeps them.
+	Client string
 }
 
 // The outcome of the last flusher audit (one row, replaced by each run).

@@ -4,13 +4,13 @@
 -- name: CreateAPIKey :one
 -- CreateAPIKey stores a new key's hash; a name already held by an active key
 -- violates api_keys_active_name_idx.
-INSERT INTO api_keys (name, key_hash, scopes) VALUES (@name, @key_hash, @scopes::text[])
+INSERT INTO api_keys (name, client, key_hash, scopes) VALUES (@name, @client, @key_hash, @scopes::text[])
 RETURNING created_at;
 
 -- name: ListAPIKeys :many
 -- ListAPIKeys lists the keys by name, the revoked ones too when include_revoked;
 -- never their hashes.
-SELECT name, scopes, created_at, last_used_at, revoked_at FROM api_keys
+SELECT name, client, scopes, created_at, last_used_at, revoked_at FROM api_keys
 WHERE revoked_at IS NULL OR @include_revoked::boolean
 ORDER BY name, created_at;
 
@@ -20,8 +20,8 @@ UPDATE api_keys SET revoked_at = greatest(now(), created_at) WHERE name = @name 
 
 -- name: ActiveAPIKeys :many
 -- ActiveAPIKeys reads what a grabber needs to check keys: each active key's
--- hash, name and scopes.
-SELECT key_hash, name, scopes FROM api_keys WHERE revoked_at IS NULL;
+-- hash, name, client and scopes.
+SELECT key_hash, name, client, scopes FROM api_keys WHERE revoked_at IS NULL;
 
 -- name: TouchAPIKeys :exec
 -- TouchAPIKeys records that these keys were used lately (a grabber sends the
