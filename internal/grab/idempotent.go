@@ -57,6 +57,11 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
+	// The envelope is written: its answer is recorded even if the caller
+	// went away meanwhile, or the retry would get an answer rebuilt from
+	// the envelope as it is by then, not the first one.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
 	s.pruneKeys(ctx, now)
 	return s.record(ctx, client, ir.Key, e, render, false)
 }

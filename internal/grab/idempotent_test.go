@@ -1,0 +1,43 @@
+package grab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"redpacket/internal/envelope"
+	"redpacket/internal/grab"
+	"redpacket/internal/idempotency"
+	"redpacket/internal/testenv/stack"
+)
+
+// A caller that goes away once its envelope is written still gets its
+// answer recorded: the retry is answered with the first answer (the
+// envelope open), not one rebuilt from the envelope as it is by then.
+func TestIdempotentAnswerRecordedAfterTheCallerLeft(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	req := envelope.CreateRequest{SenderID: "s", TotalCents: 300, Count: 3}
+	ir := idempotency.Request{Key: "order-1", Fingerprint: bytes.Repeat([]byte{7}, 32)}
+	ctx, leave := context.WithCancel(t.Context())
+	render := func(e grab.Envelope) ([]byte, error) {
+		leave() // the client hangs up while its answer is made
+		return json.Marshal(e)
+	}
+	first, err := s.Svc.CreateIdempotent(ctx, req, ir, render)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e grab.Envelope
+	if err := json.Unmarshal(first.Body, &e); err != nil || e.Status != envelope.StatusOpen {
+		t.Fatalf("first answer %s: %v", first.Body, err)
+	}
+	if _, err := s.Svc.Close(t.Context(), e.ID); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := s.Svc.CreateIdempotent(t.Context(), req, ir, func(e grab.Envelope) ([]byte, error) { return json.Marshal(e) })
+	if err != nil || !retry.Replayed || !bytes.Equal(retry.Body, first.Body) {
+		t.Errorf("retry: %s (replayed %v), %v; want the first answer %s", retry.Body, retry.Replayed, err, first.Body)
+	}
+}
