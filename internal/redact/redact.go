@@ -14,10 +14,12 @@ const Mask = "xxxxx"
 // URL returns raw with its secrets masked, for a log line or a message: the
 // password (or a user name without one, which is how a token rides in a
 // URL), every query value and the fragment. A value that does not parse as a
-// URL is not shown at all.
+// URL with a scheme is not shown at all: a key=value connection string
+// ("host=db password=..."), which the URL parser takes for a path, among
+// them.
 func URL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
+	if err != nil || u.Opaque != "" || u.Scheme == "" {
 		return "(not shown: not a valid URL)"
 	}
 	if u.User != nil {
