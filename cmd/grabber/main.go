@@ -112,19 +112,23 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 	telemetry.Grabber.MustRegister(telemetry.NewDependencyCollector(clients.Checks()))
 
 	svc, pg := newService(cfg, clients, log, &cleanups)
+	// The keys are read before any goroutine starts: a grabber that cannot
+	// read them returns at once, leaving nothing running behind it.
+	var keys *apikey.Keyring
+	if cfg.GrabberAuth == config.AuthKeys {
+		if keys, err = openKeyring(ctx, clients, log); err != nil {
+			return err
+		}
+		g.Go(func() error { return keys.Run(gctx) })
+	}
 	// One LISTEN connection wakes every long poll of GET /v1/events; it
 	// stops with the others, which ends the polls still waiting.
 	listener := events.NewListener(cfg.DatabaseURL, log)
 	g.Go(func() error { return listener.Run(gctx) })
 	opts := httpapi.Options{Token: cfg.GrabberAPIToken, AccessLog: cfg.AccessLog, NoMetrics: cfg.MetricsAddr != "",
 		Ready: clients.Ready, Log: log, Events: events.NewFeed(pg, listener)}
-	if cfg.GrabberAuth == config.AuthKeys {
-		keys, err := openKeyring(ctx, clients, log)
-		if err != nil {
-			return err
-		}
+	if keys != nil { // a nil *Keyring in the interface would not be a nil Keys
 		opts.Keys = keys
-		g.Go(func() error { return keys.Run(gctx) })
 	}
 	srv := daemon.NewServer(httpapi.New(svc, opts), log, daemon.DefaultLimits(cfg.GrabberMaxConns))
 	log.Info("grabber starting", zap.String("version", daemon.Version("grabber")), zap.Int("shards", clients.Shards), zap.String("prefix", cfg.RedisKeyPrefix),
