@@ -178,4 +178,14 @@ func TestDeliverWalksClaimRuns(t *testing.T) {
 	if err != nil || len(heads) != 1 || heads[0].EnvelopeID != 2 || heads[0].ID != 4 {
 		t.Fatalf("delivery heads = %+v, %v; want envelope 2's event 4", heads, err)
 	}
+	// The sender stops while the receiver accepts event 4: its delivery is
+	// recorded, not sent again after the restart.
+	stopping, stop := context.WithCancel(ctx)
+	accepted := func(context.Context, pgstore.Event) error { stop(); return nil }
+	if d, _, err := s.Deliver(stopping, 4, accepted, retry); err != nil || d != pgstore.Delivered {
+		t.Errorf("delivery of 4 accepted as the sender stopped = %v, %v; want delivered", d, err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM event_messages WHERE id = 4 AND delivered_at IS NOT NULL`); n != 1 {
+		t.Error("event 4, accepted, not recorded delivered")
+	}
 }

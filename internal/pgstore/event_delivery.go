@@ -80,8 +80,10 @@ const recordTimeout = 10 * time.Second
 // sender, calls send with it while holding its row lock, and records the
 // outcome: delivered, or a failed attempt whose next try is retryIn(number
 // of failed attempts so far, this one included) away. When ctx ends during
-// send, nothing is recorded (the event stays due) and ctx's error is
-// returned. sendErr is send's error.
+// a send that failed (most likely cut short by it), nothing is recorded
+// (the event stays due) and ctx's error is returned; a send the receiver
+// accepted is recorded even then, or the event would be sent again after a
+// restart. sendErr is send's error.
 func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context, Event) error,
 	retryIn func(failures int) time.Duration) (d Delivery, sendErr error, err error) {
 	db := context.WithoutCancel(ctx)
@@ -103,7 +105,7 @@ func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context
 	ev := Event{ID: row.ID, Type: row.Type, EnvelopeID: row.EnvelopeID, Data: row.Data,
 		CreatedAt: row.CreatedAt, Attempts: int(row.Attempts)}
 	sendErr = send(ctx, ev)
-	if ctx.Err() != nil {
+	if sendErr != nil && ctx.Err() != nil {
 		return DeliverySkipped, sendErr, ctx.Err()
 	}
 	recCtx, cancelRec := context.WithTimeout(db, recordTimeout)
