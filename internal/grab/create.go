@@ -133,18 +133,25 @@ func (s *Service) commitSplit(ctx context.Context, id, firstPacket int64, amount
 }
 
 // shareCodeTries bounds retries when a share code is already taken, which
-// only happens if Redis lost the share-code pool or counters: the rebuilt pool
+// only happens if Redis lost the share-code pool or counters. A rebuilt pool
 // is another permutation, so each code drawn collides with today's codes at
 // the share of the day already used (at half the day's pool, 20 tries all
-// colliding is a one-in-a-million chance). A try costs one Redis call and an
-// insert refused before its packets are copied.
+// colliding is a one-in-a-million chance). A counter that went back (Redis
+// restarted from an older file) hands out the codes after it again, one
+// after another: each retry skips twice as far as the one before (1, 2, 4,
+// ...), so 20 tries pass over more codes than a day has and end on a free
+// one or the day's end, having passed over at most twice the codes that
+// were handed out again. A try costs one Redis call and an insert refused
+// before its packets are copied.
 const shareCodeTries = 20
 
-// insert gives the envelope a share code and writes it with its packets.
+// insert gives the envelope a share code of its creation's day and writes it
+// with its packets.
 func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64, recipients []string,
 	key *pgstore.IdempotencyKey) error {
+	skip := 0
 	for try := 1; ; try++ {
-		code, err := s.shares.Next(ctx)
+		code, err := s.shares.NextOn(ctx, row.CreatedAt, skip)
 		if err != nil {
 			return fmt.Errorf("share code: %w", err)
 		}
@@ -153,7 +160,9 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket
 		if !errors.Is(err, pgstore.ErrShareCodeTaken) || try == shareCodeTries {
 			return err
 		}
-		reqctx.Logger(ctx, s.log).Warn("share code already in use; taking another", zap.String("share_code", code))
+		reqctx.Logger(ctx, s.log).Warn("share code already in use; taking another", zap.String("share_code", code),
+			zap.Int("skipped", skip))
+		skip = max(1, 2*skip)
 	}
 }
 

@@ -44,9 +44,10 @@ type IDs interface {
 	Block(ctx context.Context, n int64) (int64, error)
 }
 
-// Codes hands out unique strings: share codes.
+// Codes hands out unique strings: share codes of a day, *ids.ShareCodes'
+// NextOn.
 type Codes interface {
-	Next(ctx context.Context) (string, error)
+	NextOn(ctx context.Context, now time.Time, skip int) (string, error)
 }
 
 // ShortIDs maps a user to a short numeric id, always the same one.

@@ -63,11 +63,20 @@ func NewShareCodes(rdb redis.UniversalClient, keys redisstore.Keys, cfg ShareCon
 // Next returns a share code of the current day. When the day's pool is used
 // up it returns an error wrapping ErrExhausted, never a code given before.
 func (s *ShareCodes) Next(ctx context.Context) (string, error) {
-	date := s.now().In(s.loc).Format(shareDateLayout)
+	return s.NextOn(ctx, s.now(), 0)
+}
+
+// NextOn returns a share code of now's day, passing over skip codes of the
+// day first. Skipping is for a code found already in use: the day's counter
+// went back (Redis restarted from an older file), so the codes after it
+// were handed out before, and the caller skips ahead, further each time,
+// rather than trying them one by one.
+func (s *ShareCodes) NextOn(ctx context.Context, now time.Time, skip int) (string, error) {
+	date := now.In(s.loc).Format(shareDateLayout)
 	keys := []string{s.keys.SharePool(), s.keys.ShareDay(date)}
 	ttl := int64(dayKeyTTL / time.Second)
 	for try := 1; ; try++ {
-		code, entry, err := shareScript.Run(ctx, s.rdb, keys, s.poolSize, ttl)
+		code, entry, err := shareScript.Run(ctx, s.rdb, keys, s.poolSize, ttl, skip)
 		if err != nil {
 			return "", fmt.Errorf("share code: take: %w", err)
 		}

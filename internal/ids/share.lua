@@ -4,6 +4,9 @@
 -- KEYS[2] the day's counter
 -- ARGV[1] entries in the pool
 -- ARGV[2] seconds a new day's counter lives
+-- ARGV[3] entries to pass over first (0, but after a code was found in use:
+--         a counter that went back, as Redis restarted from an older
+--         file, hands out the codes after it again)
 --
 -- Reply:
 --   {TAKEN, entry}  the 5 digits at index counter-1 of the pool
@@ -15,16 +18,17 @@
 -- day no entry, and nothing can fail after the counter moved.
 local TAKEN, USED_UP, NO_POOL = 0, 1, 2
 
-local size, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-if not size or size < 1 or not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+local size, ttl, skip = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if not size or size < 1 or not ttl or ttl < 1 or ttl ~= math.floor(ttl)
+    or not skip or skip < 0 or skip ~= math.floor(skip) then
   return redis.error_reply('share: bad arguments')
 end
 -- STRLEN fails on a key of another type, before any write.
 if redis.call('STRLEN', KEYS[1]) < size * 5 then
   return {NO_POOL}
 end
-local n = redis.call('INCR', KEYS[2])
-if n == 1 then
+local n = redis.call('INCRBY', KEYS[2], skip + 1)
+if n == skip + 1 then
   redis.call('EXPIRE', KEYS[2], ttl)
 end
 if n > size then

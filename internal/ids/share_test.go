@@ -241,3 +241,41 @@ func TestShareExhaustedMessage(t *testing.T) {
 		t.Fatalf("err = %v, want ErrExhausted naming the day", err)
 	}
 }
+
+// NextOn takes the code of the day it is given, whatever the clock says,
+// and passes over skip codes first: the codes it passed over come next to
+// no one, and the day's counter moves past them.
+func TestShareNextOnSkipsAndTakesItsDay(t *testing.T) {
+	t.Parallel()
+	keys, rdb, _ := twoClients(t)
+	ctx := t.Context()
+	day := time.Date(2025, 1, 2, 23, 59, 59, 0, time.UTC)
+	s := newShares(rdb, keys, ShareConfig{Now: testenv.NewClock(day.Add(time.Second)).Now}, 10000)
+	first, err := s.NextOn(ctx, day, 0)
+	if err != nil || !strings.HasPrefix(first, "250102") {
+		t.Fatalf("NextOn(2025-01-02) = %q, %v; want a code of 250102 (the clock is on the 3rd)", first, err)
+	}
+	skipped, err := s.NextOn(ctx, day, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rdb.Get(ctx, keys.ShareDay("250102")).Int(); err != nil || n != 4 {
+		t.Fatalf("the day's counter = %d, %v; want 4 (one, two passed over, one)", n, err)
+	}
+	checkDayTTL(t, rdb, keys.ShareDay("250102"))
+	// From the start again: the fourth code is the one taken after the skip.
+	if err := rdb.Del(ctx, keys.ShareDay("250102")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var again []string
+	for range 4 {
+		c, err := s.NextOn(ctx, day, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again = append(again, c)
+	}
+	if again[0] != first || again[3] != skipped {
+		t.Errorf("codes from the start %v; want %s first and %s fourth", again, first, skipped)
+	}
+}
