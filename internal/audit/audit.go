@@ -96,6 +96,11 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 	}
 	rep.Conflicts = len(conflicts)
 	rep.Violations = append(rep.Violations, conflicts...)
+	orphans, err := readOrphans(ctx, pool, o.Since)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Violations = append(rep.Violations, orphans...)
 	rep.Took = time.Since(start)
 	return rep, nil
 }

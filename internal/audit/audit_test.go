@@ -277,3 +277,27 @@ func TestStrayClaimsReachTheChecks(t *testing.T) {
 		4002: {CheckStrayClaims},
 	})
 }
+
+// Rows keyed by an envelope that does not exist (a repair that deleted the
+// envelope alone) are reported, once per table and envelope: by -all
+// wherever they are, by the window when their ids are the window's.
+func TestOrphanRowsAreReported(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	now := time.Now()
+	d.settled(6001, now.Add(-30*24*time.Hour), 1, 100, 200)
+	d.settled(6003, now, 1, 100, 200)
+	d.insert(6010, "open", now, 100)
+	for _, gone := range []int64{6002, 6004} {
+		d.exec(`INSERT INTO packets (id, envelope_id, amount_cents, claimed_by, claimed_at)
+			VALUES ($1 * 1000 + 1, $1, 50, 'u', now()), ($1 * 1000 + 2, $1, 50, NULL, NULL)`, gone)
+		d.exec(`INSERT INTO events (id, type, envelope_id, data) VALUES ($1 * 1000, 'envelope.settled', $1, '{}')`, gone)
+		d.exec(`INSERT INTO split_commitments (envelope_id, salt, commitment) VALUES ($1, repeat('0', 64), repeat('f', 64))`, gone)
+	}
+	orphans := []string{CheckOrphanRows, CheckOrphanRows, CheckOrphanRows, CheckOrphanRows} // packet_pool, claims, events, split_commitments
+	all := d.runPG(Options{})
+	assertViolations(t, all, map[int64][]string{6002: orphans, 6004: orphans})
+	// The window starts at envelope 6003, created an hour ago: 6004 is after it.
+	window := d.runPG(Options{Since: now.Add(-time.Hour)})
+	assertViolations(t, window, map[int64][]string{6004: orphans})
+}

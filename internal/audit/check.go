@@ -30,6 +30,7 @@ const (
 	CheckNotRecipient       = "not_recipient"       // a packet of an envelope with recipients is held by another user
 	CheckBeforeStart        = "before_start"        // a packet was claimed before the envelope's starts_at
 	CheckStrayClaims        = "stray_claims"        // a claims row names no packet of its envelope, or another amount
+	CheckOrphanRows         = "orphan_rows"         // rows keyed by an envelope that does not exist
 )
 
 // envelopeRow is an envelope as stored and the aggregate of its packets, read

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,6 +89,35 @@ func pageRow(r dbsqlc.AuditPageSinceRow) envelopeRow {
 		},
 		Kind: r.Kind, RecipientsCount: int64(r.RecipientsCount), RecipientRows: r.RecipientRows,
 	}
+}
+
+// maxOrphans bounds the orphan_rows violations one audit reports: past a
+// few hundred, more lines tell the operator nothing new.
+const maxOrphans = 500
+
+// readOrphans returns one "orphan_rows" violation per table and missing
+// envelope whose rows are still there: of the envelopes created at or after
+// since (their ids from the window's first on), or of any envelope when
+// since is zero.
+func readOrphans(ctx context.Context, pool *pgxpool.Pool, since time.Time) ([]Violation, error) {
+	q := dbsqlc.New(pool)
+	from := int64(math.MinInt64)
+	if !since.IsZero() {
+		var err error
+		if from, err = q.AuditFirstEnvelopeSince(ctx, since); err != nil {
+			return nil, wrap("read the window's first envelope", err)
+		}
+	}
+	rows, err := q.AuditOrphans(ctx, dbsqlc.AuditOrphansParams{MinEnvelopeID: from, MaxRows: maxOrphans})
+	if err != nil {
+		return nil, wrap("read rows of missing envelopes", err)
+	}
+	out := make([]Violation, len(rows))
+	for i, r := range rows {
+		out[i] = Violation{EnvelopeID: r.EnvelopeID, Check: CheckOrphanRows,
+			Detail: fmt.Sprintf("%d %s rows of an envelope that does not exist", r.N, r.Tbl)}
+	}
+	return out, nil
 }
 
 // readConflicts returns one "conflict" violation per claim_conflicts row

@@ -56,6 +56,91 @@ func (q *Queries) AuditConflicts(ctx context.Context, since time.Time) ([]AuditC
 	return items, nil
 }
 
+const AuditFirstEnvelopeSince = `-- name: AuditFirstEnvelopeSince :one
+SELECT coalesce((SELECT min(v.id) FROM envelopes v WHERE v.created_at >= $1::timestamptz),
+                (SELECT max(v.id) + 1 FROM envelopes v), 0)::bigint AS id
+`
+
+// AuditFirstEnvelopeSince is the smallest id of the envelopes created at or
+// after since, or one past the largest id when there is none: ids are handed
+// out as envelopes are created, so the rows of an envelope created in the
+// window that has gone have ids from it on.
+func (q *Queries) AuditFirstEnvelopeSince(ctx context.Context, since time.Time) (int64, error) {
+	row := q.db.QueryRow(ctx, AuditFirstEnvelopeSince, since)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const AuditOrphans = `-- name: AuditOrphans :many
+WITH o AS (
+    SELECT 'packet_pool'::text AS tbl, p.envelope_id, count(*) AS n FROM packet_pool p
+    WHERE p.envelope_id >= $2 AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = p.envelope_id)
+    GROUP BY p.envelope_id
+    UNION ALL
+    SELECT 'claims', c.envelope_id, count(*) FROM claims c
+    WHERE c.envelope_id >= $2 AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = c.envelope_id)
+    GROUP BY c.envelope_id
+    UNION ALL
+    SELECT 'claim_event_runs', r.envelope_id, count(*) FROM claim_event_runs r
+    WHERE r.envelope_id >= $2 AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = r.envelope_id)
+    GROUP BY r.envelope_id
+    UNION ALL
+    SELECT 'events', v.envelope_id, count(*) FROM events v
+    WHERE v.envelope_id >= $2 AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = v.envelope_id)
+    GROUP BY v.envelope_id
+    UNION ALL
+    SELECT 'split_commitments', s.envelope_id, count(*) FROM split_commitments s
+    WHERE s.envelope_id >= $2 AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = s.envelope_id)
+    GROUP BY s.envelope_id
+    UNION ALL
+    SELECT 'claim_conflicts', k.envelope_id, count(*) FROM claim_conflicts k
+    WHERE k.envelope_id >= $2 AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = k.envelope_id)
+    GROUP BY k.envelope_id
+)
+SELECT o.tbl::text AS tbl, o.envelope_id::bigint AS envelope_id, o.n::bigint AS n
+FROM o ORDER BY o.envelope_id, o.tbl LIMIT $1::int
+`
+
+type AuditOrphansParams struct {
+	MaxRows       int32
+	MinEnvelopeID int64
+}
+
+type AuditOrphansRow struct {
+	Tbl        string
+	EnvelopeID int64
+	N          int64
+}
+
+// AuditOrphans lists, per table and envelope id, the rows keyed by an
+// envelope that does not exist: the tables whose envelope_id is no declared
+// foreign key (envelope_recipients' is). Only ids from min_envelope_id on
+// are looked at: the audit's window passes the smallest id created in it,
+// so that each table is read through its index led by envelope_id; -all
+// passes the smallest bigint and reads them whole. An idempotency key whose
+// envelope retention removed is no orphan: a repeated create is answered
+// from the key.
+func (q *Queries) AuditOrphans(ctx context.Context, arg AuditOrphansParams) ([]AuditOrphansRow, error) {
+	rows, err := q.db.Query(ctx, AuditOrphans, arg.MaxRows, arg.MinEnvelopeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuditOrphansRow
+	for rows.Next() {
+		var i AuditOrphansRow
+		if err := rows.Scan(&i.Tbl, &i.EnvelopeID, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const AuditPage = `-- name: AuditPage :many
 WITH page AS MATERIALIZED (
     SELECT v.id, v.status, v.count, v.total_cents, v.claimed_cents, v.refunded_cents, v.settled_at,

@@ -93,6 +93,51 @@ ORDER BY e.id;
 SELECT envelope_id, packet_id, user_id, reason, claimed_at, found_at
 FROM claim_conflicts WHERE found_at >= @since ORDER BY id;
 
+-- name: AuditOrphans :many
+-- AuditOrphans lists, per table and envelope id, the rows keyed by an
+-- envelope that does not exist: the tables whose envelope_id is no declared
+-- foreign key (envelope_recipients' is). Only ids from min_envelope_id on
+-- are looked at: the audit's window passes the smallest id created in it,
+-- so that each table is read through its index led by envelope_id; -all
+-- passes the smallest bigint and reads them whole. An idempotency key whose
+-- envelope retention removed is no orphan: a repeated create is answered
+-- from the key.
+WITH o AS (
+    SELECT 'packet_pool'::text AS tbl, p.envelope_id, count(*) AS n FROM packet_pool p
+    WHERE p.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = p.envelope_id)
+    GROUP BY p.envelope_id
+    UNION ALL
+    SELECT 'claims', c.envelope_id, count(*) FROM claims c
+    WHERE c.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = c.envelope_id)
+    GROUP BY c.envelope_id
+    UNION ALL
+    SELECT 'claim_event_runs', r.envelope_id, count(*) FROM claim_event_runs r
+    WHERE r.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = r.envelope_id)
+    GROUP BY r.envelope_id
+    UNION ALL
+    SELECT 'events', v.envelope_id, count(*) FROM events v
+    WHERE v.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = v.envelope_id)
+    GROUP BY v.envelope_id
+    UNION ALL
+    SELECT 'split_commitments', s.envelope_id, count(*) FROM split_commitments s
+    WHERE s.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = s.envelope_id)
+    GROUP BY s.envelope_id
+    UNION ALL
+    SELECT 'claim_conflicts', k.envelope_id, count(*) FROM claim_conflicts k
+    WHERE k.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = k.envelope_id)
+    GROUP BY k.envelope_id
+)
+SELECT o.tbl::text AS tbl, o.envelope_id::bigint AS envelope_id, o.n::bigint AS n
+FROM o ORDER BY o.envelope_id, o.tbl LIMIT @max_rows::int;
+
+-- name: AuditFirstEnvelopeSince :one
+-- AuditFirstEnvelopeSince is the smallest id of the envelopes created at or
+-- after since, or one past the largest id when there is none: ids are handed
+-- out as envelopes are created, so the rows of an envelope created in the
+-- window that has gone have ids from it on.
+SELECT coalesce((SELECT min(v.id) FROM envelopes v WHERE v.created_at >= @since::timestamptz),
+                (SELECT max(v.id) + 1 FROM envelopes v), 0)::bigint AS id;
+
 -- name: SettledClaims :many
 -- SettledClaims reads the claims PostgreSQL holds for the envelopes: one
 -- range of the claims' primary key per envelope. An order number it does
