@@ -173,21 +173,32 @@ func (f *Flusher) Run(ctx context.Context) error {
 }
 
 // Upkeep checks every shard's epoch, then settles the envelopes that are due
-// and, when repair is set, finishes envelopes left loading. Repair needs the
-// epochs: it is skipped while they cannot be checked.
+// and, when repair is set, finishes envelopes left loading. Both need the
+// epochs: a shard whose epoch cannot be checked is left for a later round.
 func (f *Flusher) Upkeep(ctx context.Context, repair bool) error {
 	epochs, err := f.Reconcile(ctx)
-	if err != nil {
+	if epochs == nil {
 		return err
 	}
-	if err := f.gaugePending(ctx); err != nil {
-		return err
-	}
-	err = f.Settle(ctx)
+	// Only the shards whose epochs were checked are settled and repaired:
+	// one that cannot be (its Cluster master unreachable) waits for a
+	// later round without holding up the others.
+	err = errors.Join(err, f.gaugePending(ctx), f.settleIn(ctx, checked(f.shards, epochs)))
 	if repair {
 		err = errors.Join(err, f.RepairLoading(ctx, epochs))
 	}
 	return err
+}
+
+// checked is the shards among shards whose epochs Reconcile checked.
+func checked(shards []int, epochs []string) []int {
+	out := make([]int, 0, len(shards))
+	for _, s := range shards {
+		if epochs[s] != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // gaugePending publishes how many claims wait in each shard.

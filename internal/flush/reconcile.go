@@ -10,6 +10,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
 	"redpacket/internal/telemetry"
 )
 
@@ -18,23 +19,34 @@ import (
 // token is gone (or different) lost its data: each of its envelopes whose
 // state may have lived only there is suspended before the shard gets a new
 // token, so nothing is re-offered that may already have been granted.
+//
+// A shard that cannot be checked this round (its token unreadable, or its
+// suspension failed) has "" in the result, and the error says why; the
+// others' tokens are returned all the same, so that one unreachable Cluster
+// master holds up only its own shards. The result is nil only when nothing
+// could be checked.
 func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 	inRedis, err := f.redis.Epochs(ctx)
-	if err != nil {
+	var unread *redisstore.EpochsUnread
+	if err != nil && !errors.As(err, &unread) {
 		return nil, err
+	}
+	var errs []error
+	if unread != nil {
+		errs = append(errs, err)
 	}
 	recorded, err := f.pg.Epochs(ctx, len(inRedis))
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
 	held := make(map[int]bool, len(f.shards))
 	for _, s := range f.shards {
 		held[s] = true
 	}
 	for shard, token := range inRedis {
-		if token != "" && token == recorded[shard] || !held[shard] {
-			// Whole, or another flusher's to check.
+		if token != "" && token == recorded[shard] || !held[shard] || unread.Unread(shard) {
+			// Whole, another flusher's to check, or unreadable: an unread
+			// token is no lost one, and stays "".
 			continue
 		}
 		if recorded[shard] != "" {
@@ -60,7 +72,7 @@ func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("reconcile shard epochs: %w", err)
+		return inRedis, fmt.Errorf("reconcile shard epochs: %w", err)
 	}
 	return inRedis, nil
 }

@@ -18,10 +18,15 @@ const settleBatch = 200
 
 // Settle settles the envelopes that are due: sold out, or past expiry.
 func (f *Flusher) Settle(ctx context.Context) error {
-	if len(f.shards) == 0 {
+	return f.settleIn(ctx, f.shards)
+}
+
+// settleIn is Settle for the envelopes of shards.
+func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
+	if len(shards) == 0 {
 		return nil
 	}
-	due, err := f.pg.DueForSettlementIn(ctx, f.shards, f.now(), settleBatch)
+	due, err := f.pg.DueForSettlementIn(ctx, shards, f.now(), settleBatch)
 	if err != nil {
 		return err
 	}

@@ -207,3 +207,75 @@ func TestSettlementStoppedHalfWayCompletes(t *testing.T) {
 	wantSettled(t, s, e.ID, claims)
 	assertAnswersAfterSettlement(t, s, e.ID, claims)
 }
+
+// A shard whose epoch cannot be read (its Cluster master down; here its key
+// holds a list, so only its GET fails) is neither taken for lost nor
+// settled, and holds up no other shard: the envelopes of the others are
+// settled in the same round, and its own once it can be read again.
+func TestUnreadableShardHoldsUpOnlyItself(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	byShard := map[int]int64{}
+	for len(byShard) < 2 {
+		e, _ := expiring(t, s, 4, 2)
+		row, err := s.PG.Envelope(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byShard[row.Shard] = e.ID
+	}
+	if err := f.Upkeep(ctx, false); err != nil { // the epochs recorded
+		t.Fatal(err)
+	}
+	var down, up int64
+	var downShard int
+	for shard, id := range byShard {
+		if down == 0 {
+			down, downShard = id, shard
+		} else {
+			up = id
+		}
+	}
+	if st := status(t, s, down); st != "open" {
+		t.Fatalf("envelope %d is %s before it expired", down, st)
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := s.Redis.Keys().Epoch(downShard)
+	token, err := s.RDB.Get(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RDB.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RDB.RPush(ctx, key, "not a token").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(2 * time.Minute) // both expire
+	var unread *redisstore.EpochsUnread
+	if err := f.Upkeep(ctx, true); !errors.As(err, &unread) || !unread.Unread(downShard) {
+		t.Fatalf("upkeep with shard %d unreadable: %v, want it named", downShard, err)
+	}
+	if st := status(t, s, up); st != "settled" {
+		t.Errorf("envelope %d of a readable shard is %s, want settled", up, st)
+	}
+	if st := status(t, s, down); st != "open" {
+		t.Errorf("envelope %d of the unreadable shard is %s, want open (left alone)", down, st)
+	}
+	if err := s.RDB.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RDB.Set(ctx, key, token, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, s, down); st != "settled" {
+		t.Errorf("envelope %d is %s once its shard is readable, want settled", down, st)
+	}
+}

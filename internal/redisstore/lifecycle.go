@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -173,22 +175,42 @@ func (s *Store) Queued(ctx context.Context, id int64) (int, error) {
 
 const queuedPage = 1000
 
-// Epochs returns the token each shard holds ("" where it has none).
+// Epochs returns the token each shard holds ("" where it has none). A shard
+// whose token cannot be read (its Cluster master unreachable) is named in
+// an *EpochsUnread error, with "" for its token and the others' read.
 func (s *Store) Epochs(ctx context.Context) ([]string, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, s.keys.Shards())
 	for shard := range cmds {
 		cmds[shard] = pipe.Get(ctx, s.keys.Epoch(shard))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read shard epochs: %w", err)
-	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	out := make([]string, len(cmds))
+	unread := map[int]error{}
 	for shard, c := range cmds {
-		out[shard] = c.Val()
+		switch err := c.Err(); {
+		case err == nil:
+			out[shard] = c.Val()
+		case !errors.Is(err, redis.Nil): // redis.Nil: no token yet
+			unread[shard] = err
+		}
+	}
+	if len(unread) > 0 {
+		return out, &EpochsUnread{Shards: unread}
 	}
 	return out, nil
 }
+
+// EpochsUnread names the shards whose tokens Epochs could not read, and why.
+type EpochsUnread struct{ Shards map[int]error }
+
+func (e *EpochsUnread) Error() string {
+	shards := slices.Sorted(maps.Keys(e.Shards))
+	return fmt.Sprintf("read the epochs of shards %v: %v", shards, e.Shards[shards[0]])
+}
+
+// Unread reports whether the shard's token could not be read.
+func (e *EpochsUnread) Unread(shard int) bool { return e != nil && e.Shards[shard] != nil }
 
 // SetEpoch stores a shard's token.
 func (s *Store) SetEpoch(ctx context.Context, shard int, token string) error {
