@@ -53,9 +53,6 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	}
 	phase(telemetry.PhaseLedger)
 	observeLag(claims)
-	if err := f.reject(ctx, b, refused); err != nil {
-		return 0, err
-	}
 	f.report(shard, len(claims), res)
 	if err := f.checkBatch(ctx, claims, res); err != nil {
 		return 0, err
@@ -64,11 +61,19 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := hook(f.afterCommit, shard); err != nil {
 		return 0, err
 	}
-	acked, err := f.redis.AckBatch(ctx, b)
+	// The ack keeps the malformed entries and the refused claims where an
+	// operator finds them: only this service writes the queue, so either is
+	// corruption.
+	acked, rejected, err := f.redis.AckBatch(ctx, b, refused)
 	if err != nil {
 		return 0, err
 	}
 	phase(telemetry.PhaseAck)
+	if len(rejected) > 0 {
+		telemetry.Rejected.Add(float64(len(rejected)))
+		f.log.Error("malformed or refused claims moved to the shard's rejected list",
+			zap.Int("shard", shard), zap.Strings("claims", rejected))
+	}
 	if !acked {
 		f.log.Warn("in-flight batch was replaced while it was written: another flusher took the shard over",
 			zap.Int("shard", shard))
@@ -87,21 +92,6 @@ func phaseClock(start time.Time) func(phase string) {
 		telemetry.FlushPhaseSeconds.WithLabelValues(phase).Observe(now.Sub(last).Seconds())
 		last = now
 	}
-}
-
-// reject keeps the batch's malformed entries and the refused claims where an
-// operator can find them before the ack drops them: only this service
-// writes the queue, so either is corruption. After the commit, so a retried
-// batch copies them once.
-func (f *Flusher) reject(ctx context.Context, b redisstore.Batch, refused []int) error {
-	entries, err := f.redis.RejectBatch(ctx, b, refused)
-	if err != nil || len(entries) == 0 {
-		return err
-	}
-	telemetry.Rejected.Add(float64(len(entries)))
-	f.log.Error("malformed or refused claims moved to the shard's rejected list",
-		zap.Int("shard", b.Shard), zap.Strings("claims", entries))
-	return nil
 }
 
 // observeLag records, per claim, how long after the grab it became durable.

@@ -172,6 +172,30 @@ func TestMalformedClaimIsSetAside(t *testing.T) {
 	}
 }
 
+// A batch written twice (the flusher stopped after the commit, before the
+// ack) keeps its malformed entry in the rejected list once.
+func TestMalformedClaimIsSetAsideOnce(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	e, claims := s.Grabbed(t, 10, 4)
+	ctx := context.Background()
+	shard := s.Redis.Keys().Shard(e.ID)
+	s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), "garbage")
+	crashed := newFlusher(t, s, Config{})
+	crashed.afterCommit = func(int) error { return errCrash }
+	if _, err := crashed.FlushShard(ctx, shard); !errors.Is(err, errCrash) {
+		t.Fatalf("FlushShard = %v, want the crash", err)
+	}
+	if err := newFlusher(t, s, Config{}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.AssertDurable(t, e.ID, claims)
+	rejected, _ := s.RDB.LRange(ctx, s.Redis.Keys().Rejected(shard), 0, -1).Result()
+	if len(rejected) != 1 || rejected[0] != "garbage" {
+		t.Fatalf("rejected list = %q, want the malformed entry once", rejected)
+	}
+}
+
 func TestRepairLoadingEnvelope(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)

@@ -53,27 +53,23 @@ func (s *Store) TakeBatch(ctx context.Context, shard, max int) (Batch, error) {
 
 // AckBatch deletes the batch from the shard's in-flight list; acked is false
 // when the list no longer holds it (another flusher took the shard over).
-func (s *Store) AckBatch(ctx context.Context, b Batch) (acked bool, err error) {
-	return s.Ack(ctx, b.Shard, b.taken)
-}
-
-// RejectBatch keeps the entries of the batch that did not parse, and those
-// of the claims at the indexes refused, in the shard's rejected list, where
-// an operator finds them. It returns the entries it kept, as text (for logs).
-func (s *Store) RejectBatch(ctx context.Context, b Batch, refused []int) ([]string, error) {
+// With it, the entries of the batch that did not parse, and those of the
+// claims at the indexes refused, go to the shard's rejected list, where an
+// operator finds them: once, since a batch is acknowledged once. rejected
+// is what was kept, as text (for logs); nothing when not acked.
+func (s *Store) AckBatch(ctx context.Context, b Batch, refused []int) (acked bool, rejected []string, err error) {
 	out := append([]string(nil), b.malformed...)
 	for _, i := range refused {
 		if i < 0 || i >= len(b.entries) {
-			return nil, fmt.Errorf("reject claim %d of a batch of %d", i, len(b.entries))
+			return false, nil, fmt.Errorf("reject claim %d of a batch of %d", i, len(b.entries))
 		}
 		out = append(out, b.entries[i])
 	}
-	if len(out) == 0 {
-		return nil, nil
+	if acked, err = s.Ack(ctx, b.Shard, b.taken, out); err != nil || !acked {
+		return acked, nil, err
 	}
-	err := s.Reject(ctx, b.Shard, out)
 	for i := range out {
 		out[i] = renderQueued(out[i])
 	}
-	return out, err
+	return true, out, nil
 }

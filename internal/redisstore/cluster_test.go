@@ -203,7 +203,7 @@ func TestClusterGrabConcurrent(t *testing.T) {
 				}
 				seen[q.PacketID] = true
 			}
-			if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+			if acked, err := s.Ack(ctx, shard, batch, nil); err != nil || !acked {
 				t.Fatal(acked, err)
 			}
 		}

@@ -133,13 +133,18 @@ func (s *Store) master(ctx context.Context, shard int) (redis.Cmdable, error) {
 // Ack drops the shard's in-flight batch once it is durable in PostgreSQL,
 // if the in-flight list still holds exactly batch (as Take returned it).
 // acked is false when it holds something else: another flusher took the
-// shard over, wrote this batch again and moved on.
-func (s *Store) Ack(ctx context.Context, shard int, batch []string) (acked bool, err error) {
+// shard over, wrote this batch again and moved on. The entries of rejected
+// go to the shard's rejected list in the same step, and only if acked.
+func (s *Store) Ack(ctx context.Context, shard int, batch, rejected []string) (acked bool, err error) {
 	if len(batch) == 0 {
 		return true, nil
 	}
-	code, _, err := ackScript.Run(ctx, s.rdb, []string{s.keys.Inflight(shard)},
-		len(batch), batch[0], batch[len(batch)-1])
+	args := make([]any, 0, 3+len(rejected))
+	args = append(args, len(batch), batch[0], batch[len(batch)-1])
+	for _, r := range rejected {
+		args = append(args, r)
+	}
+	code, _, err := ackScript.Run(ctx, s.rdb, []string{s.keys.Inflight(shard), s.keys.Rejected(shard)}, args...)
 	if err != nil {
 		return false, fmt.Errorf("ack shard %d: %w", shard, err)
 	}
@@ -203,19 +208,6 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 		claims += n
 	}
 	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims, GrabbedCents: grabbed}, nil
-}
-
-// Reject keeps claims the flusher cannot read in the shard's rejected list,
-// for an operator to inspect.
-func (s *Store) Reject(ctx context.Context, shard int, raw []string) error {
-	vals := make([]any, len(raw))
-	for i, r := range raw {
-		vals[i] = r
-	}
-	if err := s.rdb.RPush(ctx, s.keys.Rejected(shard), vals...).Err(); err != nil {
-		return fmt.Errorf("reject claims of shard %d: %w", shard, err)
-	}
-	return nil
 }
 
 // ShardPending returns how many claims wait in one shard's queue and in

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -48,14 +47,14 @@ func TestTakeAck(t *testing.T) {
 		t.Fatalf("second batch = %v, %v; want users %v", batch, err, users[4:8])
 	}
 	wantPending(t, s, shard, 6)
-	if _, err := s.Ack(ctx, shard, batch); err != nil {
+	if _, err := s.Ack(ctx, shard, batch, nil); err != nil {
 		t.Fatal(err)
 	}
 	batch, err = s.Take(ctx, shard, 100)
 	if err != nil || !slices.Equal(queuedUsers(t, batch), users[8:]) {
 		t.Fatalf("third batch = %v, %v; want users %v", batch, err, users[8:])
 	}
-	if _, err := s.Ack(ctx, shard, batch); err != nil {
+	if _, err := s.Ack(ctx, shard, batch, nil); err != nil {
 		t.Fatal(err)
 	}
 	wantPending(t, s, shard, 0)
@@ -64,7 +63,7 @@ func TestTakeAck(t *testing.T) {
 		t.Errorf("Take of a drained shard = %#v, %v; want an empty slice", batch, err)
 	}
 	// Ack with nothing in flight is harmless.
-	if _, err := s.Ack(ctx, shard, batch); err != nil {
+	if _, err := s.Ack(ctx, shard, batch, nil); err != nil {
 		t.Errorf("Ack of nothing: %v", err)
 	}
 }
@@ -142,14 +141,24 @@ func wantTakeRepeatsInflight(t *testing.T, s *redisstore.Store, rdb redis.Univer
 func ackOnlyInflight(t *testing.T, s *redisstore.Store, rdb redis.UniversalClient, shard int, batch []string) {
 	t.Helper()
 	ctx := t.Context()
-	if acked, err := s.Ack(ctx, shard, batch[1:]); err != nil || acked {
+	if acked, err := s.Ack(ctx, shard, batch[1:], []string{"refused"}); err != nil || acked {
 		t.Fatalf("Ack of a different batch = %v, %v; want it refused", acked, err)
 	}
-	if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+	if exists(t, rdb, s.Keys().Rejected(shard)) {
+		t.Errorf("a refused ack kept its rejected entries: %v", lrange(t, rdb, s.Keys().Rejected(shard)))
+	}
+	if acked, err := s.Ack(ctx, shard, batch, []string{"garbage", "1:2:x:4:u"}); err != nil || !acked {
 		t.Fatalf("Ack = %v, %v", acked, err)
 	}
 	if exists(t, rdb, s.Keys().Inflight(shard)) {
 		t.Errorf("inflight still exists after Ack")
+	}
+	// Acknowledged again (a retry after a lost reply): nothing kept twice.
+	if acked, err := s.Ack(ctx, shard, batch, []string{"garbage", "1:2:x:4:u"}); err != nil || acked {
+		t.Fatalf("second Ack = %v, %v; want it refused", acked, err)
+	}
+	if got := lrange(t, rdb, s.Keys().Rejected(shard)); !slices.Equal(got, []string{"garbage", "1:2:x:4:u"}) {
+		t.Errorf("rejected = %v, want the acknowledged batch's two entries once", got)
 	}
 }
 
@@ -237,7 +246,7 @@ func TestTakeLargeBatch(t *testing.T) {
 	if err != nil || !slices.Equal(again, batch) {
 		t.Errorf("re-take of a large in-flight batch differs (%d claims, %v)", len(again), err)
 	}
-	if acked, err := s.Ack(ctx, shard, batch); err != nil || !acked {
+	if acked, err := s.Ack(ctx, shard, batch, nil); err != nil || !acked {
 		t.Fatal(acked, err)
 	}
 	rest, err := s.Take(ctx, shard, max)
@@ -251,20 +260,4 @@ func first(s []string) string {
 		return ""
 	}
 	return s[0]
-}
-
-func TestReject(t *testing.T) {
-	t.Parallel()
-	s, rdb := newStore(t)
-	ctx := context.Background()
-	bad := []string{"garbage", "1:2:x:4:u"}
-	if err := s.Reject(ctx, 3, bad); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Reject(ctx, 3, []string{"more"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := lrange(t, rdb, s.Keys().Rejected(3)); !slices.Equal(got, []string{"garbage", "1:2:x:4:u", "more"}) {
-		t.Errorf("rejected = %v", got)
-	}
 }
