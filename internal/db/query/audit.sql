@@ -99,9 +99,11 @@ FROM claim_conflicts WHERE found_at >= @since ORDER BY id;
 -- foreign key (envelope_recipients' is). Only ids from min_envelope_id on
 -- are looked at: the audit's window passes the smallest id created in it,
 -- so that each table is read through its index led by envelope_id; -all
--- passes the smallest bigint and reads them whole. An idempotency key whose
--- envelope retention removed is no orphan: a repeated create is answered
--- from the key.
+-- passes the smallest bigint and reads them whole. Two tables may hold rows
+-- of envelopes that do not exist, by design: idempotency_keys (a key whose
+-- envelope retention removed still answers a repeated create) and
+-- split_commitments (a create writes its commitment before the envelope's
+-- transaction, and one that fails after it leaves the commitment behind).
 WITH o AS (
     SELECT 'packet_pool'::text AS tbl, p.envelope_id, count(*) AS n FROM packet_pool p
     WHERE p.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = p.envelope_id)
@@ -118,10 +120,6 @@ WITH o AS (
     SELECT 'events', v.envelope_id, count(*) FROM events v
     WHERE v.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = v.envelope_id)
     GROUP BY v.envelope_id
-    UNION ALL
-    SELECT 'split_commitments', s.envelope_id, count(*) FROM split_commitments s
-    WHERE s.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = s.envelope_id)
-    GROUP BY s.envelope_id
     UNION ALL
     SELECT 'claim_conflicts', k.envelope_id, count(*) FROM claim_conflicts k
     WHERE k.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = k.envelope_id)
