@@ -12,6 +12,20 @@ UPDATE api_keys SET client = name;
 ALTER TABLE api_keys ALTER COLUMN client SET NOT NULL,
     ADD CONSTRAINT api_keys_client_check CHECK (client ~ '^[A-Za-z0-9_.:@-]{1,64}$');
 
+-- A key made without a client (by `flusher apikey create` of the version
+-- before, which knows no column client) belongs to the client of its name,
+-- as every key did until now; the NOT NULL is checked after this trigger.
+CREATE FUNCTION api_keys_default_client() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.client := coalesce(NEW.client, NEW.name);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER api_keys_default_client BEFORE INSERT ON api_keys
+    FOR EACH ROW EXECUTE FUNCTION api_keys_default_client();
+COMMENT ON FUNCTION api_keys_default_client() IS
+    'Trigger of api_keys: a key inserted without a client belongs to the client of its name.';
+
 COMMENT ON COLUMN api_keys.client IS
     'The client the key belongs to (by default its name); several keys may share one. Idempotency keys, the sender and user limits and the access log are per client, so a rotated key keeps them.';
 COMMENT ON COLUMN api_keys.name IS

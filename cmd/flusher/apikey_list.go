@@ -14,7 +14,7 @@ import (
 )
 
 // runAPIKeyList is `flusher apikey list [-all] [-json]`: the active keys
-// (every key with -all) by name, with their scopes, creation and last use;
+// (every key with -all) by name, with their clients, scopes, creation and last use;
 // never key material.
 func runAPIKeyList(args []string) error {
 	fs := flag.NewFlagSet("apikey list", flag.ContinueOnError)

@@ -43,7 +43,7 @@ var commands = []command{
 		"exit 0 if the flusher on FLUSHER_ADDR answers /healthz (a\ncontainer's health check), 1 if not",
 		runHealthcheck},
 	{"apikey create", apikeyCreateSynopsis, "make an API key (GRABBER_AUTH=keys) and print it, once, alone on\nstandard output", runAPIKeyCreate},
-	{"apikey list", apikeyListSynopsis, "list the API keys: names, scopes, creation and last use", runAPIKeyList},
+	{"apikey list", apikeyListSynopsis, "list the API keys: names, clients, scopes, creation and last use", runAPIKeyList},
 	{"apikey revoke", apikeyRevokeSynopsis, "revoke an API key: every grabber refuses it within seconds", runAPIKeyRevoke},
 	{"dba grant", dbaSynopsis, "let an existing role read every table and view, and the tables\nlater migrations add (docs/dba.md)", runDBAGrant},
 	{"dba revoke", dbaSynopsis, "take back what dba grant gave a role", runDBARevoke},

@@ -81,7 +81,7 @@ type Options struct {
 // Keyring holds the active keys of PostgreSQL in memory and checks keys
 // against them: a check reads no database, so neither a busy client nor one
 // trying random keys adds a query. One loop (Run) reads every active key's
-// hash, name and scopes again each RefreshEvery, one small query whatever the
+// hash, name, client and scopes again each RefreshEvery, one small query whatever the
 // traffic, so a revoked key is refused by every grabber within about a
 // second. (A cache per key with a time to live would ask PostgreSQL about
 // every key it has not seen lately, random ones included, unless it also

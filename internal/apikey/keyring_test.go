@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -263,5 +264,35 @@ func TestKeyringRecordsLastUse(t *testing.T) {
 	<-kr.Done()
 	if n, most := db.execs.Load(), int64(time.Since(start)/(300*time.Millisecond))+3; n > most {
 		t.Errorf("%d writes of last use, want at most %d (one per 300 ms, and one at the end)", n, most)
+	}
+}
+
+// A key's client is its name unless given; a key made by the version
+// before, which writes no client, belongs to its name's client; a bad
+// client is refused.
+func TestKeyClients(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	ctx := t.Context()
+	mustCreate(t, pool, "shop", "create")
+	if _, err := apikey.Create(ctx, pool, "shop-2026-12", "shop", apikey.Scopes(apikey.ScopeCreate)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apikey.Create(ctx, pool, "x", "two words", apikey.Scopes(apikey.ScopeCreate)); !errors.Is(err, apikey.ErrMalformed) {
+		t.Errorf("client %q: %v, want ErrMalformed", "two words", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO api_keys (name, key_hash, scopes) VALUES ('older', sha256('k'::bytea), '{read}')`); err != nil {
+		t.Fatal(err)
+	}
+	list, err := apikey.List(ctx, pool, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, k := range list {
+		got[k.Name] = k.Client
+	}
+	if want := map[string]string{"shop": "shop", "shop-2026-12": "shop", "older": "older"}; !maps.Equal(got, want) {
+		t.Errorf("clients %v, want %v", got, want)
 	}
 }
