@@ -136,14 +136,18 @@ func (s *Service) commitSplit(ctx context.Context, id, firstPacket int64, amount
 // only happens if Redis lost the share-code pool or counters. A rebuilt pool
 // is another permutation, so each code drawn collides with today's codes at
 // the share of the day already used (at half the day's pool, 20 tries all
-// colliding is a one-in-a-million chance). A counter that went back (Redis
-// restarted from an older file) hands out the codes after it again, one
-// after another: each retry skips twice as far as the one before (1, 2, 4,
-// ...), so 20 tries pass over more codes than a day has and end on a free
-// one or the day's end, having passed over at most twice the codes that
-// were handed out again. A try costs one Redis call and an insert refused
-// before its packets are copied.
-const shareCodeTries = 20
+// colliding is a one-in-a-million chance), so the first tries take the next
+// codes. A counter that went back (Redis restarted from an older file)
+// hands out the codes after it again, one after another: from the fifth
+// try on, each passes over twice as many as the one before (1, 2, 4, ...),
+// never past the day's last code, so 20 tries reach past more codes than a
+// day has and end on a free one or at the day's end, having passed over
+// fewer free codes than were handed out again. A try costs one Redis call
+// and an insert refused before its packets are copied.
+const (
+	shareCodeTries  = 20
+	shareCodeLinear = 4 // tries that take the next code before skipping
+)
 
 // insert gives the envelope a share code of its creation's day and writes it
 // with its packets.
@@ -162,7 +166,9 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket
 		}
 		reqctx.Logger(ctx, s.log).Warn("share code already in use; taking another", zap.String("share_code", code),
 			zap.Int("skipped", skip))
-		skip = max(1, 2*skip)
+		if try >= shareCodeLinear {
+			skip = max(1, 2*skip)
+		}
 	}
 }
 

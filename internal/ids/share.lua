@@ -6,7 +6,8 @@
 -- ARGV[2] seconds a new day's counter lives
 -- ARGV[3] entries to pass over first (0, but after a code was found in use:
 --         a counter that went back, as Redis restarted from an older
---         file, hands out the codes after it again)
+--         file, hands out the codes after it again); never past the
+--         pool's last entry
 --
 -- Reply:
 --   {TAKEN, entry}  the 5 digits at index counter-1 of the pool
@@ -27,6 +28,13 @@ end
 if redis.call('STRLEN', KEYS[1]) < size * 5 then
   return {NO_POOL}
 end
+-- A skip never passes the day's last code: past it the day would be used up
+-- with codes still free before it.
+local at = tonumber(redis.call('GET', KEYS[2]) or 0)
+if not at then
+  return redis.error_reply('share: the day counter is not a number')
+end
+skip = math.max(0, math.min(skip, size - at - 1))
 local n = redis.call('INCRBY', KEYS[2], skip + 1)
 if n == skip + 1 then
   redis.call('EXPIRE', KEYS[2], ttl)

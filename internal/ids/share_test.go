@@ -279,3 +279,24 @@ func TestShareNextOnSkipsAndTakesItsDay(t *testing.T) {
 		t.Errorf("codes from the start %v; want %s first and %s fourth", again, first, skipped)
 	}
 }
+
+// A skip stops at the day's last code rather than use the day up.
+func TestShareSkipStopsAtTheLastCode(t *testing.T) {
+	t.Parallel()
+	keys, rdb, _ := twoClients(t)
+	ctx := t.Context()
+	day := time.Date(2025, 1, 2, 12, 0, 0, 0, time.UTC)
+	s := newShares(rdb, keys, ShareConfig{}, 10)
+	if _, err := s.NextOn(ctx, day, 0); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.NextOn(ctx, day, 1000); err != nil {
+		t.Fatalf("a skip past the day's end: %q, %v; want its last code", c, err)
+	}
+	if n, _ := rdb.Get(ctx, keys.ShareDay("250102")).Int(); n != 10 {
+		t.Errorf("the day's counter = %d, want 10 (the last code)", n)
+	}
+	if _, err := s.NextOn(ctx, day, 0); !errors.Is(err, ErrExhausted) {
+		t.Errorf("after the last code: %v, want ErrExhausted", err)
+	}
+}
