@@ -228,6 +228,16 @@ func (s *set) writeManifest() error {
 	return syncDir(s.dir)
 }
 
+// empty reports whether no file of the set holds a byte.
+func (s *set) empty() bool {
+	for _, t := range s.files {
+		if t.size > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *set) close() {
 	for _, t := range s.files {
 		_ = t.f.Close()

@@ -45,8 +45,8 @@ func TestRetentionStatementsUseIndexes(t *testing.T) {
 	exec(t, pool, `ANALYZE`)
 	ids := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11}
 	plans := map[string]string{
-		"lock": explain(t, pool, nil, dbsqlc.RetentionLockBatch, now.Add(-24*time.Hour), now.Add(-1000*time.Hour), true,
-			int32(DefaultBatch)),
+		"lock": explain(t, pool, nil, dbsqlc.RetentionLockBatch, now.Add(-24*time.Hour), now.Add(-1000*time.Hour), []int64{},
+			true, int32(DefaultBatch)),
 		"due":    explain(t, pool, nil, dbsqlc.RetentionDue, now.Add(-24*time.Hour), true, int32(DefaultBatch)),
 		"delete": explain(t, pool, nil, dbsqlc.RetentionDelete, ids, now.Add(-24*time.Hour)),
 	}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,9 @@ type Result struct {
 	Set     string    // the file set written; "" when nothing was removed (or a dry run)
 	Removed Totals    // what was archived and deleted; a dry run's: what would be
 	Batches int
+	// Unbalanced are the envelopes left in place because their money does
+	// not add up (ErrUnbalanced); the run went on past them.
+	Unbalanced []int64
 }
 
 var (
@@ -78,10 +82,12 @@ var (
 	// ErrMismatch means the rows a batch deleted differ from those it
 	// archived; the batch was rolled back.
 	ErrMismatch = errors.New("deleted rows differ from the archive")
-	// ErrUnbalanced means a batch's money does not add up (a claims row
-	// without its packet, or claimed + refunded not the total); the batch
-	// was rolled back and stays until an operator mends it.
-	ErrUnbalanced = errors.New("the batch's money does not add up; run flusher audit -all to find the envelope")
+	// ErrUnbalanced means an envelope's money does not add up (a claims row
+	// without its packet, or claimed + refunded not the total): it stays,
+	// with the evidence, until an operator mends it (flusher audit -all
+	// says what is wrong). The run goes on past it and ends with this error,
+	// naming it (Result.Unbalanced).
+	ErrUnbalanced = errors.New("money does not add up")
 )
 
 // Run removes what is due. An error after some batches committed leaves
@@ -109,14 +115,34 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Result, error) {
 		return Result{}, err
 	}
 	err := r.loop(ctx)
+	if len(r.res.Unbalanced) > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: envelopes %v left in place (flusher audit -all says why)",
+			ErrUnbalanced, r.res.Unbalanced))
+	}
 	if r.set != nil {
 		r.set.manifest.Complete = err == nil
-		err = errors.Join(err, r.set.writeManifest())
-		r.set.close()
-		r.res.Set = r.set.dir
+		err = errors.Join(err, r.finishSet())
 	}
 	r.res.Cutoff = r.cutoff
 	return r.res, err
+}
+
+// finishSet writes the set's manifest and closes it; a set whose files hold
+// nothing (its only batches rolled back) is removed instead, so that runs
+// that find nothing to remove leave nothing behind.
+func (r *run) finishSet() error {
+	s := r.set
+	if s.empty() {
+		s.close()
+		if err := os.RemoveAll(s.dir); err != nil {
+			return fmt.Errorf("remove the empty archive set: %w", err)
+		}
+		return nil
+	}
+	err := s.writeManifest()
+	s.close()
+	r.res.Set = s.dir
+	return err
 }
 
 type run struct {
@@ -157,26 +183,51 @@ func (r *run) loop(ctx context.Context) error {
 	}
 	r.columns = cols
 	k := key{}
+	// single counts the envelopes still to take one at a time after a batch
+	// that did not add up, to find which of them did not.
+	single := int64(0)
 	for left := int64(r.limit()); left > 0; {
 		n := min(int64(r.o.Batch), left)
+		if single > 0 {
+			n = 1
+		}
 		var got int
+		var next key
 		var err error
 		for attempt := 1; ; attempt++ {
-			got, k, err = r.batch(ctx, k, int32(n))
+			got, next, err = r.batch(ctx, k, int32(n))
 			if err == nil || attempt == maxAttempts || !retryable(err) {
 				break
 			}
 		}
-		if err != nil {
+		var ub *unbalancedBatch
+		switch {
+		case errors.As(err, &ub) && n > 1:
+			single = n
+			continue
+		case errors.As(err, &ub):
+			r.res.Unbalanced = append(r.res.Unbalanced, ub.ids...)
+			single--
+			continue
+		case err != nil:
 			return err
-		}
-		if got == 0 {
+		case got == 0:
 			return nil
 		}
-		left -= int64(got)
+		k, left, single = next, left-int64(got), max(0, single-int64(got))
 	}
 	return nil
 }
+
+// unbalancedBatch is a batch rolled back for ErrUnbalanced, with its
+// envelopes.
+type unbalancedBatch struct {
+	ids []int64
+	err error
+}
+
+func (e *unbalancedBatch) Error() string { return e.err.Error() }
+func (e *unbalancedBatch) Unwrap() error { return e.err }
 
 // key is where a run stands: the settlement of the last envelope it
 // locked. Envelopes settled at the same instant are looked at again, and
@@ -195,6 +246,13 @@ func (r *run) batch(ctx context.Context, k key, n int32) (int, key, error) {
 	defer tx.Rollback(ctx) //nolint:errcheck // after a commit it does nothing
 	var mark *setMark
 	locked, removed, err := r.remove(ctx, tx, k, n, &mark)
+	if errors.Is(err, ErrUnbalanced) {
+		ids := make([]int64, len(locked))
+		for i, l := range locked {
+			ids[i] = l.ID
+		}
+		err = &unbalancedBatch{ids: ids, err: err}
+	}
 	if err != nil {
 		if mark != nil {
 			// Nothing was deleted: the set goes back to where it stood.
@@ -221,6 +279,7 @@ func (r *run) remove(ctx context.Context, tx pgx.Tx, k key, n int32, mark **setM
 	q := dbsqlc.New(tx)
 	var removed dbsqlc.RetentionDeleteRow
 	locked, err := q.RetentionLockBatch(ctx, dbsqlc.RetentionLockBatchParams{Cutoff: r.cutoff, AfterAt: k.at,
+		SkipIds:       r.res.Unbalanced,
 		DeliveredOnly: r.o.DeliveredOnly, MaxRows: n})
 	if err != nil || len(locked) == 0 {
 		return nil, removed, wrapErr("lock the envelopes due", err)

@@ -3,7 +3,9 @@ package retention
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,12 +215,11 @@ func TestRunRemovesOldFailedEnvelopes(t *testing.T) {
 	}
 }
 
-// A batch whose money does not add up is not deleted: a claims row with no
-// packet of its envelope, or with another amount than its packet's, is in
-// no file, so deleting it would leave the archive the only record of a
-// ledger that was wrong. The envelopes around it wait too, and the run
-// says why.
-func TestUnbalancedBatchDeletesNothing(t *testing.T) {
+// An envelope whose money does not add up is not deleted: a claims row with
+// no packet of its envelope, or with another amount than its packet's, is
+// in no file, so deleting it would leave the archive the only record of a
+// ledger that was wrong. It stays, the run goes on past it and names it.
+func TestUnbalancedEnvelopeStaysAndTheRestGo(t *testing.T) {
 	t.Parallel()
 	for name, stray := range map[string]string{
 		"a claim without its packet": `INSERT INTO claims (envelope_id, packet_id, user_id, amount_cents, claimed_at)
@@ -228,18 +229,38 @@ func TestUnbalancedBatchDeletesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			pool, _ := testenv.Postgres(t)
-			for id := int64(1); id <= 2; id++ {
+			for id := int64(1); id <= 3; id++ {
 				seed(t, pool, id, 10, "settled", now.Add(-48*time.Hour).Add(time.Duration(id)*time.Second))
 			}
 			exec(t, pool, stray)
-			before := count(t, pool, 1, 2)
-			res, err := Run(t.Context(), pool, options(t, 24*time.Hour))
-			if !errors.Is(err, ErrUnbalanced) || res.Removed.Envelopes != 0 {
-				t.Fatalf("run: %+v, %v; want ErrUnbalanced and nothing removed", res, err)
+			before := count(t, pool, 2)
+			res, err := Run(t.Context(), pool, options(t, 24*time.Hour)) // batches of 2
+			if !errors.Is(err, ErrUnbalanced) || !slices.Equal(res.Unbalanced, []int64{2}) || res.Removed.Envelopes != 2 {
+				t.Fatalf("run: %+v, %v; want envelopes 1 and 3 removed, 2 named unbalanced", res, err)
 			}
-			if after := count(t, pool, 1, 2); !equalCounts(before, after) {
-				t.Errorf("rows deleted: %v before, %v after", before, after)
+			if after := count(t, pool, 2); !equalCounts(before, after) {
+				t.Errorf("rows of the unbalanced envelope deleted: %v before, %v after", before, after)
+			}
+			if left := count(t, pool, 1, 3); left["envelopes"] != 0 || left["packets"] != 0 {
+				t.Errorf("balanced envelopes left: %v", left)
 			}
 		})
+	}
+}
+
+// A run that removes nothing, its only envelope unbalanced, leaves no file
+// set behind.
+func TestRunOfNothingLeavesNoSet(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	seed(t, pool, 2, 10, "settled", now.Add(-48*time.Hour))
+	exec(t, pool, `UPDATE claims SET amount_cents = amount_cents + 1 WHERE envelope_id = 2 AND packet_id = 200001`)
+	o := options(t, 24*time.Hour)
+	res, err := Run(t.Context(), pool, o)
+	if !errors.Is(err, ErrUnbalanced) || res.Set != "" {
+		t.Fatalf("run: %+v, %v; want ErrUnbalanced and no set", res, err)
+	}
+	if entries, err := os.ReadDir(o.Dir); err != nil || len(entries) != 0 {
+		t.Errorf("the archive directory holds %v, %v; want nothing", entries, err)
 	}
 }

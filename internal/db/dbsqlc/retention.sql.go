@@ -269,18 +269,20 @@ const RetentionLockBatch = `-- name: RetentionLockBatch :many
 SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
 WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz AND v.settled_at >= $2::timestamptz
-  AND (NOT $3::boolean OR NOT EXISTS (
+  AND v.id <> ALL(coalesce($3::bigint[], '{}'))
+  AND (NOT $4::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
     AND NOT EXISTS (
       SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
 ORDER BY v.settled_at
-LIMIT $4::int
+LIMIT $5::int
 FOR UPDATE OF v SKIP LOCKED
 `
 
 type RetentionLockBatchParams struct {
 	Cutoff        time.Time
 	AfterAt       time.Time
+	SkipIds       []int64
 	DeliveredOnly bool
 	MaxRows       int32
 }
@@ -300,11 +302,13 @@ type RetentionLockBatchRow struct {
 // (settled_at, id), it would sort every envelope due for each batch. The
 // rows of an envelope it locks are deleted in the same transaction, so
 // after_at (the last batch's latest settlement) never makes it find one
-// twice. RetentionDue must select the same envelopes.
+// twice. RetentionDue must select the same envelopes, but for skip_ids: the
+// envelopes this run found unbalanced, left in place.
 func (q *Queries) RetentionLockBatch(ctx context.Context, arg RetentionLockBatchParams) ([]RetentionLockBatchRow, error) {
 	rows, err := q.db.Query(ctx, RetentionLockBatch,
 		arg.Cutoff,
 		arg.AfterAt,
+		arg.SkipIds,
 		arg.DeliveredOnly,
 		arg.MaxRows,
 	)

@@ -9,10 +9,12 @@
 -- (settled_at, id), it would sort every envelope due for each batch. The
 -- rows of an envelope it locks are deleted in the same transaction, so
 -- after_at (the last batch's latest settlement) never makes it find one
--- twice. RetentionDue must select the same envelopes.
+-- twice. RetentionDue must select the same envelopes, but for skip_ids: the
+-- envelopes this run found unbalanced, left in place.
 SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
 WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz AND v.settled_at >= @after_at::timestamptz
+  AND v.id <> ALL(coalesce(@skip_ids::bigint[], '{}'))
   AND (NOT @delivered_only::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
     AND NOT EXISTS (
