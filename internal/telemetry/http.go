@@ -54,8 +54,12 @@ type routeKey struct{ method, pattern string }
 
 var routes sync.Map // routeKey -> *routeMetrics
 
+// routeMetricsFor keys its cache by the method as the route's name has it
+// (an unusual one as OTHER): net/http takes any token for a method, and a
+// pattern registered without one matches them all, so keyed by the method
+// as sent, anyone could grow the cache without bound.
 func routeMetricsFor(method, pattern string) *routeMetrics {
-	key := routeKey{method, pattern}
+	key := routeKey{metricMethod(method), pattern}
 	if m, ok := routes.Load(key); ok {
 		return m.(*routeMetrics)
 	}
@@ -79,12 +83,18 @@ func RouteName(method, pattern string) string {
 	case strings.Contains(pattern, " "): // "POST /v1/envelopes"
 		return pattern
 	}
+	return metricMethod(method) + " " + pattern
+}
+
+// metricMethod is the method as the metrics name it: a usual one as it is,
+// any other OTHER.
+func metricMethod(method string) string {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodOptions:
-		return method + " " + pattern
+		return method
 	}
-	return "OTHER " + pattern
+	return "OTHER"
 }
 
 // codeClass indexes codeClasses; a status outside 100-599 counts as 5xx.

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -124,3 +125,20 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// Requests with methods of their own (net/http takes any token) share one
+// cached route: the cache does not grow with what clients send.
+func TestRouteCacheBoundedByMethod(t *testing.T) {
+	count := func() (n int) {
+		routes.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	routeMetricsFor("GET", "/bounded-test")
+	before := count()
+	for i := range 1000 {
+		routeMetricsFor(fmt.Sprintf("M%d", i), "/bounded-test")
+	}
+	if after := count(); after > before+1 {
+		t.Errorf("the route cache grew from %d to %d entries for 1000 unusual methods", before, after)
+	}
+}
