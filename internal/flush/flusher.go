@@ -176,14 +176,17 @@ func (f *Flusher) Run(ctx context.Context) error {
 // and, when repair is set, finishes envelopes left loading. Both need the
 // epochs: a shard whose epoch cannot be checked is left for a later round.
 func (f *Flusher) Upkeep(ctx context.Context, repair bool) error {
+	// The waiting claims are counted first, whatever else fails: they pile
+	// up most when PostgreSQL is down, and the stall alert reads them.
+	pendingErr := f.gaugePending(ctx)
 	epochs, err := f.Reconcile(ctx)
 	if epochs == nil {
-		return err
+		return errors.Join(pendingErr, err)
 	}
 	// Only the shards whose epochs were checked are settled and repaired:
 	// one that cannot be (its Cluster master unreachable) waits for a
 	// later round without holding up the others.
-	err = errors.Join(err, f.gaugePending(ctx), f.settleIn(ctx, checked(f.shards, epochs)))
+	err = errors.Join(pendingErr, err, f.settleIn(ctx, checked(f.shards, epochs)))
 	if repair {
 		err = errors.Join(err, f.RepairLoading(ctx, epochs))
 	}

@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
+	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/telemetry"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -277,5 +284,28 @@ func TestUnreadableShardHoldsUpOnlyItself(t *testing.T) {
 	}
 	if st := status(t, s, down); st != "settled" {
 		t.Errorf("envelope %d is %s once its shard is readable, want settled", down, st)
+	}
+}
+
+// The waiting claims are counted even when PostgreSQL cannot be read: the
+// stall alert reads the gauge, and claims pile up most then. Not parallel:
+// the gauge is the process's, and the other tests' flushers set it too.
+func TestPendingCountedWhilePostgresIsDown(t *testing.T) {
+	s := stack.New(t)
+	e, _ := s.Grabbed(t, 10, 4)
+	shard := s.Redis.Keys().Shard(e.ID)
+	pool, err := pgxpool.New(t.Context(), s.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close() // every query now fails
+	f := New(s.Redis, pgstore.New(pool), Config{KeyTTL: time.Hour}, zaptest.NewLogger(t))
+	gauge := telemetry.PendingClaims.WithLabelValues(strconv.Itoa(shard))
+	gauge.Set(0)
+	if err := f.Upkeep(context.Background(), false); err == nil {
+		t.Fatal("upkeep without PostgreSQL succeeded")
+	}
+	if got := testutil.ToFloat64(gauge); got != 4 {
+		t.Errorf("pending claims of shard %d = %v, want 4", shard, got)
 	}
 }
