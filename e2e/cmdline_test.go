@@ -182,6 +182,9 @@ func TestSettingsRefused(t *testing.T) {
 		{"grabber", nil, []string{"REDIS_URL=redis://:" + secret + "@127.0.0.1:6379/zz"}, "REDIS_URL"},
 		{"flusher", nil, []string{"FLUSHER_MAX_CONNS=0"}, "FLUSHER_MAX_CONNS"},
 		{"flusher", nil, []string{"SETTLED_KEY_TTL=1ms"}, "SETTLED_KEY_TTL"},
+		{"flusher", nil, []string{"LEDGER_RETENTION=2160h", "LEDGER_ARCHIVE_DIR=/nonexistent/archive"}, "LEDGER_ARCHIVE_DIR"},
+		// A key=value connection string is refused without its password shown.
+		{"flusher", []string{"migrate"}, []string{"DATABASE_URL=host=db user=app password=" + secret}, "DATABASE_URL"},
 		{"flusher", nil, []string{"WEBHOOK_URL=ftp://u:" + secret + "@hooks.example/x?token=" + secret, "WEBHOOK_SECRET=0123456789abcdef"}, "WEBHOOK_URL"},
 		{"flusher", nil, []string{"WEBHOOK_URL=https://hooks.example/x?token=" + secret, "WEBHOOK_SECRET=" + secret}, "WEBHOOK_SECRET"},
 		{"flusher", []string{"migrate"}, []string{"DATABASE_URL=postgres://u:hun ter2x@127.0.0.1/x"}, "DATABASE_URL"},

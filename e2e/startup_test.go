@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -138,5 +139,40 @@ func TestFlusherWarnsWhenItsWritersFillItsPool(t *testing.T) {
 		if warned != c.warn || (c.warn && !strings.Contains(out, `"flush_writers":2,"pool_max_conns":2`)) {
 			t.Errorf("%s: warned %v, want %v; log:\n%s", c.name, warned, c.warn, out)
 		}
+	}
+}
+
+// A daemon told to stop while it is still starting (here: waiting for a
+// Redis that accepts connections and never answers) stops as told, exit 0,
+// not as a failure.
+func TestStopWhileStarting(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		var held []net.Conn // held open, never answered, closed with the listener's test
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	dbURL := testenv.PostgresURL(t)
+	for _, bin := range []string{"grabber", "flusher"} {
+		env := append(settingsOff, "DATABASE_URL="+dbURL, "REDIS_URL=redis://"+silent.Addr().String()+"/0",
+			"REDIS_KEY_PREFIX="+testenv.Name("t"), "GRABBER_ADDR="+freeAddr(t), "FLUSHER_ADDR="+freeAddr(t))
+		p := start(t, bin, env)
+		time.Sleep(1500 * time.Millisecond) // migrated (the flusher), and waiting for Redis
+		p.stop(t)
 	}
 }

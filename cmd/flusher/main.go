@@ -32,6 +32,7 @@ import (
 	"redpacket/internal/httpapi"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
+	"redpacket/internal/retention"
 	"redpacket/internal/telemetry"
 )
 
@@ -171,7 +172,14 @@ func loadSettings() (config.Config, *zap.Logger, error) {
 func runDaemon() error {
 	cfg, log, err := loadSettings()
 	evCfg, evErr := config.LoadEvents(os.Getenv)
-	if err := errors.Join(err, evErr); err != nil {
+	err = errors.Join(err, evErr)
+	if err == nil && cfg.LedgerArchiveDir != "" {
+		// A setting like the others, checked before anything connects.
+		if dirErr := retention.CheckDir(cfg.LedgerArchiveDir); dirErr != nil {
+			err = fmt.Errorf("LEDGER_ARCHIVE_DIR: %w", dirErr)
+		}
+	}
+	if err != nil {
 		telemetry.LogFailure("flusher", log, "flusher refused its settings", err)
 		return errUsage
 	}
@@ -197,11 +205,11 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
 	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
-		return err
+		return daemon.StartErr(ctx, err)
 	}
 	clients, err := daemon.Open(ctx, cfg, log)
 	if err != nil {
-		return err
+		return daemon.StartErr(ctx, err)
 	}
 	cleanups.AddClose("postgres and redis clients", clients.Close)
 	registerMetrics(clients, evCfg)
@@ -233,7 +241,7 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 			Leases: flush.NewLeases(cfg.DatabaseURL, clients.Shards, log),
 		}, log)
 	if err := startEvents(gctx, g, &cleanups, cfg, evCfg, pgstore.New(clients.PG), log); err != nil {
-		return err
+		return daemon.StartErr(ctx, err)
 	}
 	if err := startRetention(gctx, g, cfg, evCfg, clients.PG, log); err != nil {
 		return err

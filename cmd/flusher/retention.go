@@ -101,15 +101,12 @@ func printRetention(r retention.Result, dry bool) {
 }
 
 // startRetention runs retention in the daemon, hourly, when
-// LEDGER_ARCHIVE_DIR is set (config refuses it without LEDGER_RETENTION); a
-// directory that does not exist stops the flusher at start.
+// LEDGER_ARCHIVE_DIR is set (config refuses it without LEDGER_RETENTION,
+// and runDaemon a directory that does not exist, before connecting).
 func startRetention(ctx context.Context, g *errgroup.Group, cfg config.Config, ev config.Events, pool *pgxpool.Pool,
 	log *zap.Logger) error {
 	if cfg.LedgerArchiveDir == "" {
 		return nil
-	}
-	if err := retention.CheckDir(cfg.LedgerArchiveDir); err != nil {
-		return fmt.Errorf("LEDGER_ARCHIVE_DIR: %w", err)
 	}
 	loop := &retention.Loop{Pool: pool, Log: log, Options: retention.Options{
 		OlderThan: cfg.LedgerRetention, Dir: cfg.LedgerArchiveDir, DeliveredOnly: ev.WebhookEnabled(),

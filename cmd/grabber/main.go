@@ -106,7 +106,7 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 
 	clients, err := daemon.Open(ctx, cfg, log)
 	if err != nil {
-		return err
+		return daemon.StartErr(ctx, err)
 	}
 	cleanups.AddClose("postgres and redis clients", clients.Close)
 	telemetry.Grabber.MustRegister(telemetry.NewDependencyCollector(clients.Checks()))
@@ -117,7 +117,7 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 	var keys *apikey.Keyring
 	if cfg.GrabberAuth == config.AuthKeys {
 		if keys, err = openKeyring(ctx, clients, log); err != nil {
-			return err
+			return daemon.StartErr(ctx, err)
 		}
 		g.Go(func() error { return keys.Run(gctx) })
 	}

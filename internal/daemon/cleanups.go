@@ -88,3 +88,14 @@ func ShutdownDeadline(ctx context.Context, timeout time.Duration) func() time.Ti
 		}
 	}
 }
+
+// StartErr is a start-up step's error, or nil when stop (the signals'
+// context) ended meanwhile: a daemon told to stop while it starts (a
+// connection still being tried, migrations running) stops as told, with
+// exit status 0, not as a failure.
+func StartErr(stop context.Context, err error) error {
+	if err != nil && stop.Err() != nil {
+		return nil
+	}
+	return err
+}
