@@ -31,7 +31,7 @@ var Settings = []Setting{
 	{"REDIS_URL", "redis://127.0.0.1:6379/0", "one Redis (ignored with REDIS_CLUSTER_ADDRS)", Both},
 	{"REDIS_CLUSTER_ADDRS", "", "comma-separated Redis Cluster seed nodes, host:port", Both},
 	{"REDIS_KEY_PREFIX", "rp", "prefix inside every key's hash tag (no braces)", Both},
-	{"REDIS_POOL_SIZE", "64", "Redis connections per process", Both},
+	{"REDIS_POOL_SIZE", "64", "Redis connections per process (and Cluster node)", Both},
 	{"GRAB_WORKERS", "4", "pipelines of coalesced grabs in flight at once", Grabber},
 	{"GRAB_BATCH_MAX", "64", "most grabs sent together", Grabber},
 	{"GRAB_WAIT_REPLICAS", "0", "replicas that must hold a grab before it is answered and written", Both},
