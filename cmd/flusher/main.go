@@ -239,6 +239,9 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 			// Any number of flushers may run: each drains its share of the
 			// shards, and takes over those of one that dies.
 			Leases: flush.NewLeases(cfg.DatabaseURL, clients.Shards, log),
+			// Half the shutdown's time for the batch in hand leaves the
+			// rest to the servers' drain and the cleanups.
+			StopGrace: cfg.ShutdownTimeout / 2,
 		}, log)
 	if err := startEvents(gctx, g, &cleanups, cfg, evCfg, pgstore.New(clients.PG), log); err != nil {
 		return daemon.StartErr(ctx, err)

@@ -32,7 +32,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	if err := hook(f.afterTake, shard); err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	ctx, cancel := batchContext(ctx, f.cfg.StopGrace)
 	defer cancel()
 	claims := toClaims(b.Claims)
 	res, err := f.pg.ApplyClaimsInChunks(ctx, claims, f.cfg.BatchSize, f.cfg.Writers)

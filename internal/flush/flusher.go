@@ -47,6 +47,11 @@ type Config struct {
 	// shard (one flusher).
 	Leases     *Leases
 	LeaseEvery time.Duration // how often leases are renewed and rebalanced (default 1s)
+	// StopGrace is how long the batch in hand may go on once Run is told
+	// to stop (0: until batchTimeout); one that takes longer is rolled back
+	// and written whole by the next flusher. The daemon gives it part of
+	// SHUTDOWN_TIMEOUT, so that its shutdown keeps to it.
+	StopGrace time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -122,8 +127,30 @@ func (f *Flusher) renewLeases(ctx context.Context) error {
 }
 
 // batchTimeout bounds one batch's writes. They run on a context detached from
-// shutdown so a batch in hand is finished rather than abandoned half-way.
+// shutdown so a batch in hand is finished rather than abandoned half-way
+// (within StopGrace).
 const batchTimeout = 30 * time.Second
+
+// batchContext is a batch's context: detached from parent, so that a batch
+// in hand when the flusher is told to stop is finished, but ended
+// batchTimeout after it starts or grace after parent ends, whichever comes
+// first. A batch ended early is rolled back, or committed in part, and the
+// next flusher writes it whole again: writing it twice changes nothing.
+func batchContext(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), batchTimeout)
+	if grace <= 0 || grace >= batchTimeout {
+		return ctx, cancel
+	}
+	var timer atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(parent, func() { timer.Store(time.AfterFunc(grace, cancel)) })
+	return ctx, func() {
+		stop()
+		if t := timer.Load(); t != nil {
+			t.Stop()
+		}
+		cancel()
+	}
+}
 
 // Run drains until ctx is cancelled, then returns nil. In-flight claims an
 // earlier flusher left behind are re-flushed first, since each shard's batch
