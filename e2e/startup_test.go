@@ -129,8 +129,9 @@ func TestFlusherWarnsWhenItsWritersFillItsPool(t *testing.T) {
 			u.RawQuery = q.Encode()
 		}
 		addr := freeAddr(t)
+		_, prefix := testenv.Redis(t) // its keys are deleted when the test ends
 		env := append(append([]string{}, settingsOff...), "DATABASE_URL="+u.String(), "REDIS_URL="+testenv.RedisURL(t),
-			"REDIS_KEY_PREFIX="+testenv.Name("t"), "FLUSHER_ADDR="+addr, "FLUSH_WRITERS=2")
+			"REDIS_KEY_PREFIX="+prefix, "FLUSHER_ADDR="+addr, "FLUSH_WRITERS=2")
 		p := start(t, "flusher", env)
 		waitReady(t, "http://"+addr+"/readyz")
 		p.stop(t)
