@@ -25,8 +25,10 @@ if redis.call('LLEN', KEYS[1]) == size
     and redis.call('LINDEX', KEYS[1], 0) == ARGV[2]
     and redis.call('LINDEX', KEYS[1], -1) == ARGV[3] then
   redis.call('DEL', KEYS[1])
-  if #ARGV > 3 then
-    redis.call('RPUSH', KEYS[2], unpack(ARGV, 4))
+  -- In chunks: unpack gives at most a few thousand values at once, and a
+  -- batch may reject all of its entries.
+  for i = 4, #ARGV, 1000 do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
   return {DROPPED}
 end

@@ -261,3 +261,34 @@ func first(s []string) string {
 	}
 	return s[0]
 }
+
+// An ack keeps any number of rejected entries: a batch may be all
+// malformed, more entries than Lua hands to one command.
+func TestAckKeepsManyRejected(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	const shard = 2
+	garbage := make([]any, 20000)
+	want := make([]string, len(garbage))
+	for i := range garbage {
+		want[i] = fmt.Sprintf("garbage-%d", i)
+		garbage[i] = want[i]
+	}
+	if err := rdb.RPush(ctx, s.Keys().Consumed(shard), garbage...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := s.Take(ctx, shard, len(garbage))
+	if err != nil || len(batch) != len(garbage) {
+		t.Fatalf("Take = %d entries, %v", len(batch), err)
+	}
+	if acked, err := s.Ack(ctx, shard, batch, batch); err != nil || !acked {
+		t.Fatalf("Ack of %d rejected entries = %v, %v", len(batch), acked, err)
+	}
+	got := lrange(t, rdb, s.Keys().Rejected(shard))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("rejected holds %d entries, want the %d taken", len(got), len(want))
+	}
+}
