@@ -89,12 +89,13 @@ func ShutdownDeadline(ctx context.Context, timeout time.Duration) func() time.Ti
 	}
 }
 
-// StartErr is a start-up step's error, or nil when stop (the signals'
-// context) ended meanwhile: a daemon told to stop while it starts (a
-// connection still being tried, migrations running) stops as told, with
-// exit status 0, not as a failure.
+// StartErr is a start-up step's error, or nil when the step was cut short
+// by stop (the signals' context) ending: a daemon told to stop while it
+// starts (a connection still being tried) stops as told, with exit status
+// 0, not as a failure. Any other error stands, signal or not: a migration
+// that failed while a stop was on its way is still a failure.
 func StartErr(stop context.Context, err error) error {
-	if err != nil && stop.Err() != nil {
+	if err != nil && stop.Err() != nil && errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err

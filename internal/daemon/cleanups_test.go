@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,24 @@ func TestShutdownDeadlineCountsFromTheEnd(t *testing.T) {
 		if d := deadline(); d.Before(before.Add(time.Minute)) || d.After(before.Add(time.Minute+40*time.Millisecond)) {
 			t.Fatalf("deadline %v, want a minute after %v", d, before)
 		}
+	}
+}
+
+// A step cut short by the stop is no failure; any other error stands, stop
+// or not (a migration that failed while a stop was on its way).
+func TestStartErr(t *testing.T) {
+	t.Parallel()
+	stop, cancel := context.WithCancel(context.Background())
+	failed := errors.New("migration 21 failed")
+	cut := fmt.Errorf("connect: %w", context.Canceled)
+	if err := StartErr(stop, cut); !errors.Is(err, context.Canceled) {
+		t.Errorf("cut short before any stop: %v, want it kept", err)
+	}
+	cancel()
+	if err := StartErr(stop, cut); err != nil {
+		t.Errorf("cut short by the stop: %v, want nil", err)
+	}
+	if err := StartErr(stop, failed); !errors.Is(err, failed) {
+		t.Errorf("failed while stopping: %v, want it kept", err)
 	}
 }

@@ -138,15 +138,16 @@ func (s *Service) commitSplit(ctx context.Context, id, firstPacket int64, amount
 // the share of the day already used (at half the day's pool, 20 tries all
 // colliding is a one-in-a-million chance), so the first tries take the next
 // codes. A counter that went back (Redis restarted from an older file)
-// hands out the codes after it again, one after another: from the fifth
-// try on, each passes over twice as many as the one before (1, 2, 4, ...),
-// never past the day's last code, so 20 tries reach past more codes than a
-// day has and end on a free one or at the day's end, having passed over
-// fewer free codes than were handed out again. A try costs one Redis call
-// and an insert refused before its packets are copied.
+// hands out the codes after it again, one after another: from the fourth
+// try on, each passes over twice as many as the one before (1, 2, 4, ...,
+// 65,536 at the twentieth: 131,071 in all), never past the day's last code,
+// so 20 tries reach past more codes than a day has (90,000) and end on a
+// free one or at the day's end, having passed over fewer free codes than
+// were handed out again. A try costs one Redis call and an insert refused
+// before its packets are copied.
 const (
 	shareCodeTries  = 20
-	shareCodeLinear = 4 // tries that take the next code before skipping
+	shareCodeLinear = 3 // tries that take the next code before skipping
 )
 
 // insert gives the envelope a share code of its creation's day and writes it

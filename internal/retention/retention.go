@@ -202,8 +202,8 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		var ub *unbalancedBatch
 		switch {
-		case errors.As(err, &ub) && n > 1:
-			single = n
+		case errors.As(err, &ub) && len(ub.ids) > 1:
+			single = int64(len(ub.ids))
 			continue
 		case errors.As(err, &ub):
 			r.res.Unbalanced = append(r.res.Unbalanced, ub.ids...)
@@ -246,19 +246,21 @@ func (r *run) batch(ctx context.Context, k key, n int32) (int, key, error) {
 	defer tx.Rollback(ctx) //nolint:errcheck // after a commit it does nothing
 	var mark *setMark
 	locked, removed, err := r.remove(ctx, tx, k, n, &mark)
-	if errors.Is(err, ErrUnbalanced) {
-		ids := make([]int64, len(locked))
-		for i, l := range locked {
-			ids[i] = l.ID
-		}
-		err = &unbalancedBatch{ids: ids, err: err}
-	}
 	if err != nil {
+		var setErr error
 		if mark != nil {
 			// Nothing was deleted: the set goes back to where it stood.
-			err = errors.Join(err, r.set.undo(*mark), r.set.writeManifest())
+			setErr = errors.Join(r.set.undo(*mark), r.set.writeManifest())
 		}
-		return 0, k, err
+		if errors.Is(err, ErrUnbalanced) && setErr == nil {
+			// Only a set that went back whole lets the run go on past it.
+			ids := make([]int64, len(locked))
+			for i, l := range locked {
+				ids[i] = l.ID
+			}
+			return 0, k, &unbalancedBatch{ids: ids, err: err}
+		}
+		return 0, k, errors.Join(err, setErr)
 	}
 	if len(locked) == 0 {
 		return 0, k, nil
