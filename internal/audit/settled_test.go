@@ -3,6 +3,7 @@ package audit
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"redpacket/internal/redisstore"
 )
@@ -32,7 +33,7 @@ func TestSettledClaimsMatchRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(6005, 2, 1) // the same as 6002, but its keys have expired
-	if err := d.store.Forget(d.ctx, 6005, 4); err != nil {
+	if err := d.store.Forget(d.ctx, 6005, 4, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	settle(6006, 2, 2) // PostgreSQL holds another order number

@@ -38,7 +38,7 @@ func TestSoldOutStaysSoldOut(t *testing.T) {
 	late("after settlement")
 	s.Clock.Advance(2 * time.Minute)
 	late("after the expiry")
-	if err := s.Redis.Forget(ctx, e.ID, int(e.Count)); err != nil {
+	if err := s.Redis.Forget(ctx, e.ID, int(e.Count), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	late("from PostgreSQL")

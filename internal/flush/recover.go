@@ -88,27 +88,58 @@ func (p Plan) blocked(now time.Time) string {
 // PostgreSQL, then reopens it; refund drops its Redis state (grabs of it are
 // then answered from PostgreSQL), then settles it. Either can be repeated if
 // it stops half-way.
+//
+// It holds the envelope's recovery lock throughout, so that a second
+// recovery of the envelope waits, and plans again under it, once grants
+// have stopped: the envelope may have changed since p was shown (another
+// recovery done meanwhile, a claim granted by a Redis open again), and then
+// nothing more is done.
 func (f *Flusher) Recover(ctx context.Context, p Plan) (envelope.Status, error) {
 	if p.Blocked != "" {
 		return "", fmt.Errorf("%w: %s", ErrBlocked, p.Blocked)
 	}
 	id := p.Envelope.ID
-	// Stop grants first: Redis may show the envelope open again (a recovery
-	// cut off between its steps, or a slow creator's late load). Only then
-	// can no claim be on its way that the plan did not count.
-	if _, err := f.redis.Suspend(ctx, id); err != nil {
-		return "", err
-	}
-	queued, err := f.redis.Queued(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	if queued > 0 {
-		return "", fmt.Errorf("%w: %d of its claims still wait in Redis; let the flusher write them, then try again",
-			ErrBlocked, queued)
-	}
+	var status envelope.Status
+	err := f.pg.WithRecoveryLock(ctx, id, func() error {
+		e, err := f.pg.Envelope(ctx, id)
+		if err != nil {
+			return err
+		}
+		if e.Status != envelope.StatusSuspended {
+			return fmt.Errorf("%w: the envelope is %s now; only a suspended envelope is recovered", ErrBlocked, e.Status)
+		}
+		// Stop grants first: Redis may show the envelope open again (a
+		// recovery cut off between its steps, or a slow creator's late
+		// load). Only then can no claim be on its way that the plan below
+		// does not count. PostgreSQL says suspended, so Redis must grant
+		// nothing.
+		if _, err := f.redis.Suspend(ctx, id); err != nil {
+			return err
+		}
+		now, err := f.PlanRecovery(ctx, id, p.Action)
+		switch {
+		case err != nil:
+			return err
+		case now.Blocked != "":
+			return fmt.Errorf("%w: %s", ErrBlocked, now.Blocked)
+		case now.Claimed != p.Claimed || now.Unclaimed != p.Unclaimed:
+			return fmt.Errorf("%w: the envelope changed since the plan (%d claimed then, %d now); plan again",
+				ErrBlocked, p.Claimed, now.Claimed)
+		}
+		status, err = f.recover(ctx, now)
+		return err
+	})
+	return status, err
+}
+
+// recover carries out a plan made under the recovery lock, grants stopped.
+func (f *Flusher) recover(ctx context.Context, p Plan) (envelope.Status, error) {
+	id := p.Envelope.ID
 	if p.Action == ActionRefund {
-		if err := f.redis.Forget(ctx, id, p.Envelope.Count); err != nil {
+		// What Forget leaves (a forgotten meta, for KeyTTL) keeps a
+		// creator's late load from opening the envelope again once it is
+		// refunded.
+		if err := f.redis.Forget(ctx, id, p.Envelope.Count, f.cfg.KeyTTL); err != nil {
 			return "", err
 		}
 		st, err := f.pg.Settle(ctx, id, f.now(), envelope.StatusSuspended)

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
+	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -104,6 +106,70 @@ func TestRecoverRefund(t *testing.T) {
 	// Settled is final: a second recovery is refused.
 	if plan, err := f.PlanRecovery(ctx, id, ActionRefund); err != nil || plan.Blocked == "" {
 		t.Fatalf("second plan = %+v, %v; want blocked", plan, err)
+	}
+	// The creator's load, late, finds what the refund left and loads
+	// nothing: refunded packets are never offered again.
+	e, _ := s.PG.Envelope(ctx, id)
+	if loaded, err := s.Redis.LoadEnvelope(ctx, id, e.ExpiresAt, e.TotalCents,
+		[]redisstore.Packet{{ID: 1, AmountCents: e.TotalCents}}); !errors.Is(err, redisstore.ErrGivenUp) || loaded {
+		t.Fatalf("late load after the refund = %v, %v; want ErrGivenUp", loaded, err)
+	}
+	assertAnswersAfterSettlement(t, s, id, claims)
+}
+
+// Two recoveries of one envelope at once, a refund and a reload: one is
+// carried out, the other finds the envelope changed and does nothing, and
+// PostgreSQL and Redis agree on the outcome.
+func TestRecoveriesOfOneEnvelopeDoNotInterleave(t *testing.T) {
+	t.Parallel()
+	for round := range 5 {
+		s := stack.New(t)
+		ctx := context.Background()
+		f := upkeepFlusher(t, s)
+		id, claims := suspendedByLoss(t, s, f)
+		type outcome struct {
+			st  envelope.Status
+			err error
+		}
+		results := make(chan outcome, 2)
+		for _, action := range []string{ActionRefund, ActionReload} {
+			plan, err := f.PlanRecovery(ctx, id, action)
+			if err != nil || plan.Blocked != "" {
+				t.Fatalf("plan %s = %+v, %v", action, plan, err)
+			}
+			go func() {
+				st, err := f.Recover(ctx, plan)
+				results <- outcome{st, err}
+			}()
+		}
+		done, blocked := 0, 0
+		for range 2 {
+			switch o := <-results; {
+			case o.err == nil:
+				done++
+			case errors.Is(o.err, ErrBlocked):
+				blocked++
+			default:
+				t.Fatalf("round %d: recovery failed: %v", round, o.err)
+			}
+		}
+		if done != 1 || blocked != 1 {
+			t.Fatalf("round %d: %d recoveries done, %d blocked; want one of each", round, done, blocked)
+		}
+		_, err := s.Svc.Grab(ctx, id, "newcomer")
+		switch st := status(t, s, id); st {
+		case envelope.StatusSettled:
+			wantSettled(t, s, id, claims)
+			if !errors.Is(err, grab.ErrExpired) && !errors.Is(err, grab.ErrSoldOut) {
+				t.Errorf("round %d: grab of the refunded envelope = %v, want refused", round, err)
+			}
+		case envelope.StatusOpen:
+			if err != nil {
+				t.Errorf("round %d: grab of the reloaded envelope = %v", round, err)
+			}
+		default:
+			t.Errorf("round %d: envelope is %s after the recoveries", round, st)
+		}
 	}
 }
 

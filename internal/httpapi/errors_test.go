@@ -506,7 +506,7 @@ func TestUnavailableWhileSuspended(t *testing.T) {
 		t.Errorf("status while suspended: %+v", st)
 	}
 	// Redis lost everything: still 503, and nothing is offered.
-	if err := s.Redis.Forget(ctx, env.EnvelopeID, 10); err != nil {
+	if err := s.Redis.Forget(ctx, env.EnvelopeID, 10, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	requireError(t, c.grabAnswer(env.EnvelopeID, "newcomer"), http.StatusServiceUnavailable, "unavailable")

@@ -210,6 +210,10 @@ end
 -- below add up must stay exact.
 for _, e in ipairs(list) do
   local meta = redis.call('HMGET', e.meta, 'status', 'expires', 'total', 'grabbed_cents', 'buckets', 'claimed')
+  if meta[1] == 'forgotten' then
+    -- An operator refunded it: answered as if Redis held nothing of it.
+    meta[1] = false
+  end
   e.status, e.buckets, e.claimed = meta[1], whole(meta[5] or 0, 0), whole(meta[6] or 0, 0)
   if e.status then
     e.expires, e.total = whole(meta[2], 0), whole(meta[3], 1)

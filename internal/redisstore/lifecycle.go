@@ -220,14 +220,23 @@ func (s *Store) SetEpoch(ctx context.Context, shard int, token string) error {
 	return nil
 }
 
-// Forget deletes the keys of an envelope of count packets. Grabs of it are
-// then answered from PostgreSQL, so it is only for envelopes PostgreSQL has
-// finished.
-func (s *Store) Forget(ctx context.Context, id int64, count int) error {
+// Forget deletes the keys of an envelope of count packets but for a meta of
+// status forgotten, kept for ttl. Grabs of it are then answered from
+// PostgreSQL, so it is only for envelopes PostgreSQL is finishing (an
+// operator's refund); the meta left makes a creator's late load load
+// nothing: deleted whole, a load still on its way would open the envelope
+// again, its packets refunded.
+func (s *Store) Forget(ctx context.Context, id int64, count int, ttl time.Duration) error {
 	keys := append([]string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)},
 		s.keys.ClaimBucketKeys(id, count)...)
-	// One DEL: the keys share the envelope's shard tag, so one slot.
-	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
+	// One transaction of one slot: the keys share the envelope's shard tag.
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, keys...)
+		p.HSet(ctx, s.keys.Meta(id), fieldStatus, string(MetaForgotten))
+		p.PExpire(ctx, s.keys.Meta(id), ttl)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("forget envelope %d: %w", id, err)
 	}
 	return nil

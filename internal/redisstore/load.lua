@@ -28,8 +28,9 @@
 --   EPOCH_CHANGED the shard's epoch is not ARGV[4]: the shard lost its data
 --                 since the caller checked, so the envelope may have been
 --                 offered before; nothing changed
---   GIVEN_UP      the envelope was given up (failed) or suspended meanwhile:
---                 it must not be marked loaded
+--   GIVEN_UP      the envelope was given up (failed), suspended or
+--                 refunded by an operator (forgotten) meanwhile: it must not
+--                 be marked loaded
 -- Arguments that are not what this says are an error, before any write.
 local LOADED, ALREADY, INCONSISTENT, EPOCH_CHANGED, GIVEN_UP = 0, 1, 2, 3, 4
 
@@ -52,7 +53,7 @@ if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
   return {EPOCH_CHANGED}
 end
 local status = redis.call('HGET', KEYS[1], 'status')
-if status == 'failed' or status == 'suspended' then
+if status == 'failed' or status == 'suspended' or status == 'forgotten' then
   return {GIVEN_UP}
 end
 if status then

@@ -189,7 +189,7 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	}
 	vals := meta.Val()
 	status, ok := vals[0].(string)
-	if !ok {
+	if !ok || MetaStatus(status) == MetaForgotten { // what grabs see: nothing
 		return Live{}, nil
 	}
 	cents, _ := vals[1].(string)

@@ -21,9 +21,11 @@
 --                     claim (compact, codec.go)
 -- ARGV[9+r+3n ..] packets not claimed, "<packet>:<amount>"
 --
--- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is there and not
--- suspended (the operator's recovery suspends it first, so grants have
--- stopped): nothing changed. Arguments that are not what this says are an
+-- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is not suspended,
+-- or not there (the operator's recovery suspends it first, which leaves a
+-- suspended meta however little Redis held, so grants have stopped; a
+-- missing one means another recovery went on meanwhile, a forgotten one a
+-- refund begun): nothing changed. Arguments that are not what this says are an
 -- error, before any write.
 local RELOADED, NOT_SUSPENDED = 0, 1
 
@@ -53,7 +55,7 @@ for i = 9 + r, first - 1, 3 do
 end
 -- Read first: a meta of another type fails here, before any write.
 local status = redis.call('HGET', KEYS[1], 'status')
-if status and status ~= 'suspended' then
+if status ~= 'suspended' then
   return {NOT_SUSPENDED}
 end
 for i = 1, #KEYS, 1000 do

@@ -164,10 +164,14 @@ const (
 	MetaClosed    MetaStatus = "closed"
 	MetaSuspended MetaStatus = "suspended"
 	MetaFailed    MetaStatus = "failed"
+	// MetaForgotten is all that is left of an envelope an operator
+	// refunded (Forget): grabs are answered from PostgreSQL as if Redis
+	// held nothing, but a creator's late load finds it and loads nothing.
+	MetaForgotten MetaStatus = "forgotten"
 )
 
 // metaStatuses lists them all, for the checks.
-var metaStatuses = []MetaStatus{MetaOpen, MetaClosed, MetaSuspended, MetaFailed}
+var metaStatuses = []MetaStatus{MetaOpen, MetaClosed, MetaSuspended, MetaFailed, MetaForgotten}
 
 // Field names of the hashes the scripts read and write: an envelope's meta
 // and a shard's order numbers of a day.

@@ -109,6 +109,20 @@ func (q *Queries) LockForSettlement(ctx context.Context, id int64) (LockForSettl
 	return i, err
 }
 
+const LockRecovery = `-- name: LockRecovery :exec
+SELECT pg_advisory_lock(1919971939, mod($1::bigint, 2147483647)::int)
+`
+
+// LockRecovery waits for, then takes, the session lock of an envelope's
+// recovery (`flusher recover`), so that two recoveries of one envelope never
+// interleave. The class is "rprc" (the flushers' leases are other classes);
+// envelopes whose ids agree modulo 2^31 - 1
+// share a lock, which only makes them wait for each other.
+func (q *Queries) LockRecovery(ctx context.Context, envelopeID int64) error {
+	_, err := q.db.Exec(ctx, LockRecovery, envelopeID)
+	return err
+}
+
 const MarkExpired = `-- name: MarkExpired :exec
 UPDATE envelopes SET status = 'expired' WHERE id = $1 AND status = 'open'
 `
@@ -321,6 +335,18 @@ func (q *Queries) Suspend(ctx context.Context, arg SuspendParams) (int64, error)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const UnlockRecovery = `-- name: UnlockRecovery :one
+SELECT pg_advisory_unlock(1919971939, mod($1::bigint, 2147483647)::int) AS released
+`
+
+// UnlockRecovery gives the lock back; false if this session did not hold it.
+func (q *Queries) UnlockRecovery(ctx context.Context, envelopeID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, UnlockRecovery, envelopeID)
+	var released bool
+	err := row.Scan(&released)
+	return released, err
 }
 
 const UserClaim = `-- name: UserClaim :one

@@ -132,3 +132,15 @@ SELECT shard, epoch FROM redis_epochs;
 INSERT INTO redis_epochs (shard, epoch) VALUES (@shard, @epoch)
 ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch, updated_at = now()
 WHERE redis_epochs.epoch = @was::text;
+
+-- name: LockRecovery :exec
+-- LockRecovery waits for, then takes, the session lock of an envelope's
+-- recovery (`flusher recover`), so that two recoveries of one envelope never
+-- interleave. The class is "rprc" (the flushers' leases are other classes);
+-- envelopes whose ids agree modulo 2^31 - 1
+-- share a lock, which only makes them wait for each other.
+SELECT pg_advisory_lock(1919971939, mod(@envelope_id::bigint, 2147483647)::int);
+
+-- name: UnlockRecovery :one
+-- UnlockRecovery gives the lock back; false if this session did not hold it.
+SELECT pg_advisory_unlock(1919971939, mod(@envelope_id::bigint, 2147483647)::int) AS released;
