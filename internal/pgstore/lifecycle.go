@@ -121,8 +121,8 @@ func (s *Store) finish(ctx context.Context, id int64, now time.Time, to envelope
 }
 
 // Suspend marks an envelope suspended with the reason, if it is loading,
-// open or expired; changed is false when it was not (and then no event is
-// written).
+// open, sold out or expired; changed is false when it was not (and then no
+// event is written).
 func (s *Store) Suspend(ctx context.Context, id int64, reason string, now time.Time) (changed bool, err error) {
 	n, err := s.q.Suspend(ctx, dbsqlc.SuspendParams{ID: id, Reason: reason, SuspendedAt: now})
 	if err != nil {

@@ -303,7 +303,7 @@ func (q *Queries) SetEpoch(ctx context.Context, arg SetEpochParams) (int64, erro
 const Suspend = `-- name: Suspend :one
 WITH changed AS (
     UPDATE envelopes e SET status = 'suspended', suspended_at = $1::timestamptz, suspend_reason = $2::text
-    WHERE e.id = $3 AND e.status IN ('loading', 'open', 'expired')
+    WHERE e.id = $3 AND e.status IN ('loading', 'open', 'sold_out', 'expired')
     RETURNING e.id, e.suspend_reason, e.suspended_at
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, 'envelope.suspended'::event_type AS type, id AS envelope_id,
@@ -328,8 +328,9 @@ type SuspendParams struct {
 }
 
 // Suspend marks an envelope suspended and writes its envelope.suspended
-// event, only if it was loading, open or expired; it returns how many
-// envelopes it changed.
+// event, only if it was loading, open, sold out or expired (a sold-out one
+// whose settlement found its cents disagreeing with its packets); it returns
+// how many envelopes it changed.
 func (q *Queries) Suspend(ctx context.Context, arg SuspendParams) (int64, error) {
 	row := q.db.QueryRow(ctx, Suspend, arg.SuspendedAt, arg.Reason, arg.ID)
 	var count int64

@@ -58,11 +58,12 @@ SELECT count(*) FROM changed;
 
 -- name: Suspend :one
 -- Suspend marks an envelope suspended and writes its envelope.suspended
--- event, only if it was loading, open or expired; it returns how many
--- envelopes it changed.
+-- event, only if it was loading, open, sold out or expired (a sold-out one
+-- whose settlement found its cents disagreeing with its packets); it returns
+-- how many envelopes it changed.
 WITH changed AS (
     UPDATE envelopes e SET status = 'suspended', suspended_at = @suspended_at::timestamptz, suspend_reason = @reason::text
-    WHERE e.id = @id AND e.status IN ('loading', 'open', 'expired')
+    WHERE e.id = @id AND e.status IN ('loading', 'open', 'sold_out', 'expired')
     RETURNING e.id, e.suspend_reason, e.suspended_at
 ), new_events AS (
     SELECT 1 AS kind, now() AS at, id AS ref, 'envelope.suspended'::event_type AS type, id AS envelope_id,
