@@ -5,8 +5,9 @@
 -- KEYS[3] claims hash of the envelope as it was before buckets (Keys.Claims)
 -- KEYS[4] recipients set of the envelope (dropped once closed: a closed
 --         envelope grants nothing, so it is never read again)
--- KEYS[5 ..] the envelope's claim buckets, all of them, when closing (none
---         when suspending: a suspension leaves them as they are)
+-- KEYS[5 ..] the envelope's claim buckets, all of them (suspending keeps
+--         them, and the meta and claims, for good: a closed envelope's had a
+--         lifetime, and an operator decides a suspended one from them)
 -- ARGV[1] the new status: 'closed' (settling) or 'suspended'
 -- ARGV[2] lifetime of the meta and claims in milliseconds once closed, so
 --         repeat grabs are answered for a while and then the keys go
@@ -45,6 +46,11 @@ if before ~= 'open' and before ~= 'closed' then
 end
 if to == 'suspended' then
   redis.call('HSET', KEYS[1], 'status', 'suspended')
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[3])
+  for i = 5, #KEYS do
+    redis.call('PERSIST', KEYS[i])
+  end
   return reply
 end
 redis.call('HSET', KEYS[1], 'status', 'closed')

@@ -30,9 +30,20 @@ func (s *Store) Close(ctx context.Context, id int64, count int, ttl time.Duratio
 	return s.runClose(ctx, id, MetaClosed, ttl, s.keys.ClaimBucketKeys(id, count))
 }
 
-// Suspend stops grants of an envelope until an operator recovers it.
+// Suspend stops grants of an envelope until an operator recovers it, and
+// keeps its meta and claims until then: a closed envelope's had a lifetime,
+// and its claims are what the operator decides from (who was told they got
+// a packet).
 func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
-	return s.runClose(ctx, id, MetaSuspended, 0, nil)
+	n, err := s.buckets(ctx, id) // 0: no meta, or loaded before buckets
+	if err != nil {
+		return Closed{}, fmt.Errorf("set envelope %d %s: %w", id, MetaSuspended, err)
+	}
+	buckets := make([]string, n)
+	for b := range buckets {
+		buckets[b] = s.keys.ClaimsBucket(id, n, b)
+	}
+	return s.runClose(ctx, id, MetaSuspended, 0, buckets)
 }
 
 func (s *Store) runClose(ctx context.Context, id int64, status MetaStatus, ttl time.Duration, buckets []string) (Closed, error) {

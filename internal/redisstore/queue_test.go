@@ -292,3 +292,34 @@ func TestAckKeepsManyRejected(t *testing.T) {
 		t.Errorf("rejected holds %d entries, want the %d taken", len(got), len(want))
 	}
 }
+
+// Suspending a closed envelope keeps its meta and claims for good: closed,
+// they had a lifetime, and an operator decides the suspended envelope from
+// them (who was told they got a packet).
+func TestSuspendKeepsAClosedEnvelopesClaims(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	const id, n = 31, 6
+	now := time.Now()
+	load(t, s, id, n, now)
+	grabInTurn(t, s, id, 3, now)
+	if _, err := s.Close(ctx, id, n, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Suspend(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	k := s.Keys()
+	if ttl := rdb.PTTL(ctx, k.Meta(id)).Val(); ttl != -1 {
+		t.Errorf("the meta's lifetime after the suspension = %s, want none (kept)", ttl)
+	}
+	for _, key := range k.ClaimBucketKeys(id, n) {
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 && ttl != -2 { // -2: a bucket no claim fell in
+			t.Errorf("%s still has a lifetime of %s after the suspension", key, ttl)
+		}
+	}
+	if live, err := s.Live(ctx, id); err != nil || live.Status != redisstore.MetaSuspended || live.Claims != 3 {
+		t.Errorf("live state after the suspension = %+v, %v; want suspended with 3 claims", live, err)
+	}
+}
