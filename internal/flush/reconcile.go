@@ -134,6 +134,22 @@ func lossReason(e pgstore.Envelope, grabbed map[int64]int64) string {
 	return ""
 }
 
+// unsuspendFinal undoes a Redis suspension that PostgreSQL did not follow
+// because the envelope is final (settled or failed meanwhile, as when a
+// batch is written again after its envelope was settled): kept for good,
+// the suspended keys would answer grabs 503 forever. They go, but for a
+// forgotten meta (grabs are answered from PostgreSQL).
+func (f *Flusher) unsuspendFinal(ctx context.Context, id int64) error {
+	e, err := f.pg.Envelope(ctx, id)
+	if err != nil {
+		return err
+	}
+	if e.Status != envelope.StatusSettled && e.Status != envelope.StatusFailed {
+		return nil // already suspended: an operator's to decide
+	}
+	return f.redis.Forget(ctx, id, e.Count, f.cfg.KeyTTL)
+}
+
 // suspend stops grants of an envelope in Redis, then records the suspension
 // and why in PostgreSQL. Only an operator's recover undoes it.
 func (f *Flusher) suspend(ctx context.Context, id int64, reason string) error {
@@ -144,12 +160,13 @@ func (f *Flusher) suspend(ctx context.Context, id int64, reason string) error {
 	if err != nil {
 		return err
 	}
-	if changed {
-		f.suspended.Add(1)
-		telemetry.Suspended.Inc()
-		f.log.Error("envelope suspended: grabs answer 503 until an operator recovers it",
-			zap.Int64("envelope_id", id), zap.String("reason", reason),
-			zap.String("next_step", fmt.Sprintf("flusher recover -envelope %d -action reload|refund -dry-run", id)))
+	if !changed {
+		return f.unsuspendFinal(ctx, id)
 	}
+	f.suspended.Add(1)
+	telemetry.Suspended.Inc()
+	f.log.Error("envelope suspended: grabs answer 503 until an operator recovers it",
+		zap.Int64("envelope_id", id), zap.String("reason", reason),
+		zap.String("next_step", fmt.Sprintf("flusher recover -envelope %d -action reload|refund -dry-run", id)))
 	return nil
 }

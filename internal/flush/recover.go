@@ -35,6 +35,7 @@ type Plan struct {
 	UnclaimedCents int64
 	Queued         int // the envelope's claims still waiting in Redis
 	Redis          redisstore.Live
+	Ledger         string // why its cents disagree with its packets; "" when they agree
 	Blocked        string // why it cannot run now; "" when it can
 }
 
@@ -67,6 +68,12 @@ func (f *Flusher) PlanRecovery(ctx context.Context, id int64, action string) (Pl
 	if p.Redis, err = f.redis.Live(ctx, id); err != nil {
 		return Plan{}, err
 	}
+	switch err := f.pg.CheckLedger(ctx, id); {
+	case errors.Is(err, pgstore.ErrLedger):
+		p.Ledger = err.Error()
+	case err != nil:
+		return Plan{}, err
+	}
 	p.Blocked = p.blocked(f.now())
 	return p, nil
 }
@@ -78,6 +85,10 @@ func (p Plan) blocked(now time.Time) string {
 		return fmt.Sprintf("the envelope is %s; only a suspended envelope is recovered", e.Status)
 	case p.Queued > 0:
 		return fmt.Sprintf("%d of its claims still wait in Redis; let the flusher write them, then try again", p.Queued)
+	case p.Ledger != "":
+		// Neither action could finish: a refund settles, and a reload's
+		// envelope is settled in the end, both checking the ledger.
+		return p.Ledger + "; repair it in PostgreSQL first (flusher audit -all shows the figures)"
 	case p.Action == ActionReload && !now.Before(e.ExpiresAt):
 		return fmt.Sprintf("it expired at %s; refund it instead", e.ExpiresAt.UTC().Format(time.RFC3339))
 	}

@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap/zaptest"
+
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
+	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv/stack"
 )
@@ -212,4 +216,104 @@ func TestRecoverBlocked(t *testing.T) {
 	if got := status(t, s, id); got != "suspended" {
 		t.Errorf("blocked recoveries changed the envelope to %s", got)
 	}
+}
+
+// A sold-out envelope suspended because its cents disagree with its packets
+// cannot be settled by either action until the ledger is repaired: the plan
+// says so, and recovery changes nothing.
+func TestRecoverRefusesABadLedger(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	e, _ := expiring(t, s, 3, 3)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE envelopes SET claimed_cents = claimed_cents - 1, total_cents = total_cents - 1
+		WHERE id = $1`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{ActionRefund, ActionReload} {
+		plan, err := f.PlanRecovery(ctx, e.ID, action)
+		if err != nil || !strings.Contains(plan.Blocked, "disagree") {
+			t.Fatalf("%s plan of a bad ledger: blocked %q, %v", action, plan.Blocked, err)
+		}
+	}
+	if st := status(t, s, e.ID); st != envelope.StatusSuspended {
+		t.Errorf("envelope is %s, want suspended", st)
+	}
+}
+
+// A refund that stopped after dropping the Redis state (PostgreSQL still
+// suspended) may be finished by a reload instead; and recovery works with a
+// pool of one connection (its lock is held outside the pool).
+func TestReloadAfterAHalfDoneRefundOnAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := upkeepFlusher(t, s)
+	id, claims := suspendedByLoss(t, s, f)
+	e, _ := s.PG.Envelope(ctx, id)
+	if err := s.Redis.Forget(ctx, id, e.Count, time.Hour); err != nil { // the refund's first step
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(s.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	small := New(s.Redis, pgstore.New(one), Config{KeyTTL: time.Hour}, zaptest.NewLogger(t))
+	small.now = s.Clock.Now
+	plan, err := small.PlanRecovery(ctx, id, ActionReload)
+	if err != nil || plan.Blocked != "" {
+		t.Fatalf("plan = %+v, %v", plan, err)
+	}
+	if st, err := small.Recover(ctx, plan); err != nil || st != envelope.StatusOpen {
+		t.Fatalf("reload after a half-done refund = %q, %v", st, err)
+	}
+	for u, want := range claims {
+		if got, err := s.Svc.Grab(ctx, id, u); err != nil || !got.Repeat || got.PacketID != want.PacketID {
+			t.Errorf("holder %s after the reload: %+v, %v", u, got, err)
+		}
+	}
+}
+
+// A suspension that PostgreSQL does not follow because the envelope is
+// settled (a batch written again after its envelope was settled) does not
+// leave Redis answering its grabs 503 for good.
+func TestSuspendingASettledEnvelopeLeavesItAnswered(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	e, claims := expiring(t, s, 3, 1)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(2 * time.Minute)
+	for range 2 {
+		if err := f.Upkeep(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := status(t, s, e.ID); st != envelope.StatusSettled {
+		t.Fatalf("envelope is %s, want settled", st)
+	}
+	if err := f.suspend(ctx, e.ID, "a late conflict"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Svc.Grab(ctx, e.ID, "newcomer"); !errors.Is(err, grab.ErrExpired) {
+		t.Errorf("grab of the settled envelope after a late suspension = %v, want ErrExpired", err)
+	}
+	assertAnswersAfterSettlement(t, s, e.ID, claims)
 }

@@ -35,9 +35,11 @@ func (s *Store) Close(ctx context.Context, id int64, count int, ttl time.Duratio
 // and its claims are what the operator decides from (who was told they got
 // a packet).
 func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
-	n, err := s.buckets(ctx, id) // 0: no meta, or loaded before buckets
-	if err != nil {
-		return Closed{}, fmt.Errorf("set envelope %d %s: %w", id, MetaSuspended, err)
+	// Read from the meta, not the cache: another process (an operator's
+	// reload) may have rewritten the envelope with other buckets.
+	n, err := s.rdb.HGet(ctx, s.keys.Meta(id), fieldBuckets).Int() // 0: no meta, or loaded before buckets
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Closed{}, fmt.Errorf("set envelope %d %s: claim buckets: %w", id, MetaSuspended, err)
 	}
 	buckets := make([]string, n)
 	for b := range buckets {

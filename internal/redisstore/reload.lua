@@ -21,11 +21,13 @@
 --                     claim (compact, codec.go)
 -- ARGV[9+r+3n ..] packets not claimed, "<packet>:<amount>"
 --
--- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is not suspended,
--- or not there (the operator's recovery suspends it first, which leaves a
--- suspended meta however little Redis held, so grants have stopped; a
--- missing one means another recovery went on meanwhile, a forgotten one a
--- refund begun): nothing changed. Arguments that are not what this says are an
+-- Reply {code}: RELOADED, or NOT_SUSPENDED when the meta is neither
+-- suspended nor forgotten, or not there: nothing changed. The operator's
+-- recovery suspends the envelope first, which leaves a suspended meta
+-- however little Redis held, or finds the forgotten one of a refund that
+-- stopped half-way (PostgreSQL still suspended, which it checked): either
+-- way grants have stopped. A missing meta means something else went on
+-- meanwhile. Arguments that are not what this says are an
 -- error, before any write.
 local RELOADED, NOT_SUSPENDED = 0, 1
 
@@ -55,7 +57,7 @@ for i = 9 + r, first - 1, 3 do
 end
 -- Read first: a meta of another type fails here, before any write.
 local status = redis.call('HGET', KEYS[1], 'status')
-if status ~= 'suspended' then
+if status ~= 'suspended' and status ~= 'forgotten' then
   return {NOT_SUSPENDED}
 end
 for i = 1, #KEYS, 1000 do

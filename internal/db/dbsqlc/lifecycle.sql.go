@@ -84,6 +84,38 @@ func (q *Queries) HeldClaims(ctx context.Context, envelopeID int64) ([]HeldClaim
 	return items, nil
 }
 
+const LedgerSums = `-- name: LedgerSums :one
+SELECT e.claimed_cents, e.total_cents,
+       coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS packets_claimed_cents,
+       coalesce(sum(p.amount_cents), 0)::bigint AS packets_cents
+FROM envelopes e
+LEFT JOIN packets p ON p.envelope_id = e.id
+WHERE e.id = $1
+GROUP BY e.id
+`
+
+type LedgerSumsRow struct {
+	ClaimedCents        int64
+	TotalCents          int64
+	PacketsClaimedCents int64
+	PacketsCents        int64
+}
+
+// LedgerSums reads an envelope's recorded cents beside its packets': what
+// a settlement checks (PacketSums), before anything is refunded, for a
+// recovery to refuse an envelope no settlement could finish.
+func (q *Queries) LedgerSums(ctx context.Context, id int64) (LedgerSumsRow, error) {
+	row := q.db.QueryRow(ctx, LedgerSums, id)
+	var i LedgerSumsRow
+	err := row.Scan(
+		&i.ClaimedCents,
+		&i.TotalCents,
+		&i.PacketsClaimedCents,
+		&i.PacketsCents,
+	)
+	return i, err
+}
+
 const LockForSettlement = `-- name: LockForSettlement :one
 SELECT status, total_cents, claimed_cents, coalesce(best_packet_id, 0)::bigint AS best_packet_id
 FROM envelopes WHERE id = $1 FOR UPDATE
@@ -115,7 +147,7 @@ SELECT pg_advisory_lock(1919971939, mod($1::bigint, 2147483647)::int)
 
 // LockRecovery waits for, then takes, the session lock of an envelope's
 // recovery (`flusher recover`), so that two recoveries of one envelope never
-// interleave. The class is "rprc" (the flushers' leases are other classes);
+// interleave; it is held until the session ends. The class is "rprc" (the flushers' leases are other classes);
 // envelopes whose ids agree modulo 2^31 - 1
 // share a lock, which only makes them wait for each other.
 func (q *Queries) LockRecovery(ctx context.Context, envelopeID int64) error {
@@ -336,18 +368,6 @@ func (q *Queries) Suspend(ctx context.Context, arg SuspendParams) (int64, error)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
-}
-
-const UnlockRecovery = `-- name: UnlockRecovery :one
-SELECT pg_advisory_unlock(1919971939, mod($1::bigint, 2147483647)::int) AS released
-`
-
-// UnlockRecovery gives the lock back; false if this session did not hold it.
-func (q *Queries) UnlockRecovery(ctx context.Context, envelopeID int64) (bool, error) {
-	row := q.db.QueryRow(ctx, UnlockRecovery, envelopeID)
-	var released bool
-	err := row.Scan(&released)
-	return released, err
 }
 
 const UserClaim = `-- name: UserClaim :one

@@ -137,11 +137,19 @@ WHERE redis_epochs.epoch = @was::text;
 -- name: LockRecovery :exec
 -- LockRecovery waits for, then takes, the session lock of an envelope's
 -- recovery (`flusher recover`), so that two recoveries of one envelope never
--- interleave. The class is "rprc" (the flushers' leases are other classes);
+-- interleave; it is held until the session ends. The class is "rprc" (the flushers' leases are other classes);
 -- envelopes whose ids agree modulo 2^31 - 1
 -- share a lock, which only makes them wait for each other.
 SELECT pg_advisory_lock(1919971939, mod(@envelope_id::bigint, 2147483647)::int);
 
--- name: UnlockRecovery :one
--- UnlockRecovery gives the lock back; false if this session did not hold it.
-SELECT pg_advisory_unlock(1919971939, mod(@envelope_id::bigint, 2147483647)::int) AS released;
+-- name: LedgerSums :one
+-- LedgerSums reads an envelope's recorded cents beside its packets': what
+-- a settlement checks (PacketSums), before anything is refunded, for a
+-- recovery to refuse an envelope no settlement could finish.
+SELECT e.claimed_cents, e.total_cents,
+       coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS packets_claimed_cents,
+       coalesce(sum(p.amount_cents), 0)::bigint AS packets_cents
+FROM envelopes e
+LEFT JOIN packets p ON p.envelope_id = e.id
+WHERE e.id = @id
+GROUP BY e.id;
