@@ -334,3 +334,36 @@ func TestBatchInHandEndsWithinStopGrace(t *testing.T) {
 		t.Errorf("deadline %v (%v), want batchTimeout from now", d, ok)
 	}
 }
+
+// A claim of an envelope PostgreSQL does not hold (Redis back from older
+// data, the envelope since removed by retention) is recorded as a conflict
+// and does not hold up its shard.
+func TestClaimOfAMissingEnvelopeDoesNotStallItsShard(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	_, claims := s.Grabbed(t, 10, 4)
+	ctx := context.Background()
+	const missing = 987654
+	shard := s.Redis.Keys().Shard(missing)
+	raw := fmt.Sprintf("%d:1:1:%d:1:ghost", missing, time.Now().UnixMilli())
+	if err := s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- newFlusher(t, s, Config{}).Drain(ctx) }()
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shard is stuck on a claim of a missing envelope")
+	}
+	if inPG := s.ClaimedInPG(t); inPG != len(claims) {
+		t.Errorf("%d claims in PostgreSQL, want the envelope's %d", inPG, len(claims))
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM claim_conflicts WHERE envelope_id = $1`, missing).Scan(&n); err != nil || n != 1 {
+		t.Errorf("conflicts of the missing envelope: %d, %v; want 1", n, err)
+	}
+}

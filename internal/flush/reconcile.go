@@ -141,10 +141,12 @@ func lossReason(e pgstore.Envelope, grabbed map[int64]int64) string {
 // forgotten meta (grabs are answered from PostgreSQL).
 func (f *Flusher) unsuspendFinal(ctx context.Context, id int64) error {
 	e, err := f.pg.Envelope(ctx, id)
-	if err != nil {
+	switch {
+	case errors.Is(err, pgstore.ErrNotFound):
+		return nil // a claim of an envelope PostgreSQL does not hold: its conflict is recorded
+	case err != nil:
 		return err
-	}
-	if e.Status != envelope.StatusSettled && e.Status != envelope.StatusFailed {
+	case e.Status != envelope.StatusSettled && e.Status != envelope.StatusFailed:
 		return nil // already suspended: an operator's to decide
 	}
 	return f.redis.Forget(ctx, id, e.Count, f.cfg.KeyTTL)

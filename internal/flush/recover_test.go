@@ -223,28 +223,35 @@ func TestRecoverBlocked(t *testing.T) {
 // says so, and recovery changes nothing.
 func TestRecoverRefusesABadLedger(t *testing.T) {
 	t.Parallel()
-	s := stack.New(t)
-	ctx := context.Background()
-	f := upkeepFlusher(t, s)
-	e, _ := expiring(t, s, 3, 3)
-	if err := f.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE envelopes SET claimed_cents = claimed_cents - 1, total_cents = total_cents - 1
-		WHERE id = $1`, e.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Upkeep(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, action := range []string{ActionRefund, ActionReload} {
-		plan, err := f.PlanRecovery(ctx, e.ID, action)
-		if err != nil || !strings.Contains(plan.Blocked, "disagree") {
-			t.Fatalf("%s plan of a bad ledger: blocked %q, %v", action, plan.Blocked, err)
-		}
-	}
-	if st := status(t, s, e.ID); st != envelope.StatusSuspended {
-		t.Errorf("envelope is %s, want suspended", st)
+	for name, tamper := range map[string]string{
+		"cents off":            `UPDATE envelopes SET claimed_cents = claimed_cents - 1, total_cents = total_cents - 1 WHERE id = $1`,
+		"claimed and refunded": `UPDATE packet_pool SET refunded_at = now() WHERE id = (SELECT min(packet_id) FROM claims WHERE envelope_id = $1)`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := stack.New(t)
+			ctx := context.Background()
+			f := upkeepFlusher(t, s)
+			e, _ := expiring(t, s, 3, 3)
+			if err := f.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Pool.Exec(ctx, tamper, e.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Upkeep(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			if st := status(t, s, e.ID); st != envelope.StatusSuspended {
+				t.Fatalf("envelope is %s after its settlement, want suspended", st)
+			}
+			for _, action := range []string{ActionRefund, ActionReload} {
+				plan, err := f.PlanRecovery(ctx, e.ID, action)
+				if err != nil || !strings.Contains(plan.Blocked, "disagree") {
+					t.Errorf("%s plan of a bad ledger: blocked %q, %v", action, plan.Blocked, err)
+				}
+			}
+		})
 	}
 }
 

@@ -231,9 +231,10 @@ func (s *Store) SetEpoch(ctx context.Context, shard int, was, epoch string) erro
 }
 
 // CheckLedger returns ErrLedger, with the figures, when an envelope's
-// recorded cents disagree with its packets (its claimed cents with the
-// claimed packets', or its total with all of its packets'): no settlement
-// of it could finish until the ledger is repaired.
+// recorded cents disagree with its packets as its settlement would check
+// them (its claimed cents with the claimed packets', its total with the
+// claimed and refunded packets' once every unclaimed one is refunded): no
+// settlement of it could finish until the ledger is repaired.
 func (s *Store) CheckLedger(ctx context.Context, id int64) error {
 	r, err := s.q.LedgerSums(ctx, id)
 	switch {
@@ -241,9 +242,9 @@ func (s *Store) CheckLedger(ctx context.Context, id int64) error {
 		return ErrNotFound
 	case err != nil:
 		return fmt.Errorf("ledger of envelope %d: %w", id, err)
-	case r.ClaimedCents != r.PacketsClaimedCents || r.TotalCents != r.PacketsCents:
-		return fmt.Errorf("%w: claimed_cents %d, claimed packets %d, total %d, packets %d",
-			ErrLedger, r.ClaimedCents, r.PacketsClaimedCents, r.TotalCents, r.PacketsCents)
+	case r.ClaimedCents != r.PacketsClaimedCents || r.TotalCents != r.PacketsSettledCents:
+		return fmt.Errorf("%w: claimed_cents %d, claimed packets %d, total %d, claimed and refunded packets %d",
+			ErrLedger, r.ClaimedCents, r.PacketsClaimedCents, r.TotalCents, r.PacketsSettledCents)
 	}
 	return nil
 }

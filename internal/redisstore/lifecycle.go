@@ -38,8 +38,13 @@ func (s *Store) Suspend(ctx context.Context, id int64) (Closed, error) {
 	// Read from the meta, not the cache: another process (an operator's
 	// reload) may have rewritten the envelope with other buckets.
 	n, err := s.rdb.HGet(ctx, s.keys.Meta(id), fieldBuckets).Int() // 0: no meta, or loaded before buckets
-	if err != nil && !errors.Is(err, redis.Nil) {
+	switch {
+	case err != nil && !errors.Is(err, redis.Nil):
 		return Closed{}, fmt.Errorf("set envelope %d %s: claim buckets: %w", id, MetaSuspended, err)
+	case n < 0 || n > ClaimBuckets(1_000_000): // MAX_PACKETS's largest
+		// Not a count this service writes: suspended all the same, its
+		// buckets left as they are.
+		n = 0
 	}
 	buckets := make([]string, n)
 	for b := range buckets {

@@ -87,7 +87,9 @@ func (q *Queries) HeldClaims(ctx context.Context, envelopeID int64) ([]HeldClaim
 const LedgerSums = `-- name: LedgerSums :one
 SELECT e.claimed_cents, e.total_cents,
        coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS packets_claimed_cents,
-       coalesce(sum(p.amount_cents), 0)::bigint AS packets_cents
+       (coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)
+        + coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NULL OR p.refunded_at IS NOT NULL), 0))::bigint
+           AS packets_settled_cents
 FROM envelopes e
 LEFT JOIN packets p ON p.envelope_id = e.id
 WHERE e.id = $1
@@ -98,12 +100,14 @@ type LedgerSumsRow struct {
 	ClaimedCents        int64
 	TotalCents          int64
 	PacketsClaimedCents int64
-	PacketsCents        int64
+	PacketsSettledCents int64
 }
 
-// LedgerSums reads an envelope's recorded cents beside its packets': what
-// a settlement checks (PacketSums), before anything is refunded, for a
-// recovery to refuse an envelope no settlement could finish.
+// LedgerSums reads an envelope's recorded cents beside its packets', as a
+// settlement would find them once it refunded every unclaimed packet
+// (PacketSums after RefundUnclaimed): the claimed packets' cents, and those
+// plus the refunded ones' (a packet both claimed and refunded counts twice,
+// as there). A recovery refuses an envelope no settlement could finish.
 func (q *Queries) LedgerSums(ctx context.Context, id int64) (LedgerSumsRow, error) {
 	row := q.db.QueryRow(ctx, LedgerSums, id)
 	var i LedgerSumsRow
@@ -111,7 +115,7 @@ func (q *Queries) LedgerSums(ctx context.Context, id int64) (LedgerSumsRow, erro
 		&i.ClaimedCents,
 		&i.TotalCents,
 		&i.PacketsClaimedCents,
-		&i.PacketsCents,
+		&i.PacketsSettledCents,
 	)
 	return i, err
 }

@@ -143,12 +143,16 @@ WHERE redis_epochs.epoch = @was::text;
 SELECT pg_advisory_lock(1919971939, mod(@envelope_id::bigint, 2147483647)::int);
 
 -- name: LedgerSums :one
--- LedgerSums reads an envelope's recorded cents beside its packets': what
--- a settlement checks (PacketSums), before anything is refunded, for a
--- recovery to refuse an envelope no settlement could finish.
+-- LedgerSums reads an envelope's recorded cents beside its packets', as a
+-- settlement would find them once it refunded every unclaimed packet
+-- (PacketSums after RefundUnclaimed): the claimed packets' cents, and those
+-- plus the refunded ones' (a packet both claimed and refunded counts twice,
+-- as there). A recovery refuses an envelope no settlement could finish.
 SELECT e.claimed_cents, e.total_cents,
        coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)::bigint AS packets_claimed_cents,
-       coalesce(sum(p.amount_cents), 0)::bigint AS packets_cents
+       (coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NOT NULL), 0)
+        + coalesce(sum(p.amount_cents) FILTER (WHERE p.claimed_by IS NULL OR p.refunded_at IS NOT NULL), 0))::bigint
+           AS packets_settled_cents
 FROM envelopes e
 LEFT JOIN packets p ON p.envelope_id = e.id
 WHERE e.id = @id
