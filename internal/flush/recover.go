@@ -111,7 +111,7 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (envelope.Status, error) 
 	}
 	id := p.Envelope.ID
 	var status envelope.Status
-	err := f.pg.WithRecoveryLock(ctx, id, func() error {
+	err := f.pg.WithRecoveryLock(ctx, id, func(held func(context.Context) error) error {
 		e, err := f.pg.Envelope(ctx, id)
 		if err != nil {
 			return err
@@ -137,20 +137,27 @@ func (f *Flusher) Recover(ctx context.Context, p Plan) (envelope.Status, error) 
 			return fmt.Errorf("%w: the envelope changed since the plan (%d claimed then, %d now); plan again",
 				ErrBlocked, p.Claimed, now.Claimed)
 		}
-		status, err = f.recover(ctx, now)
+		status, err = f.recover(ctx, now, held)
 		return err
 	})
 	return status, err
 }
 
-// recover carries out a plan made under the recovery lock, grants stopped.
-func (f *Flusher) recover(ctx context.Context, p Plan) (envelope.Status, error) {
+// recover carries out a plan made under the recovery lock, grants stopped;
+// held tells, before each of its two steps, that the lock still is.
+func (f *Flusher) recover(ctx context.Context, p Plan, held func(context.Context) error) (envelope.Status, error) {
 	id := p.Envelope.ID
+	if err := held(ctx); err != nil {
+		return "", err
+	}
 	if p.Action == ActionRefund {
 		// What Forget leaves (a forgotten meta, for KeyTTL) keeps a
 		// creator's late load from opening the envelope again once it is
 		// refunded.
 		if err := f.redis.Forget(ctx, id, p.Envelope.Count, f.cfg.KeyTTL); err != nil {
+			return "", err
+		}
+		if err := held(ctx); err != nil {
 			return "", err
 		}
 		st, err := f.pg.Settle(ctx, id, f.now(), envelope.StatusSuspended)
@@ -163,6 +170,9 @@ func (f *Flusher) recover(ctx context.Context, p Plan) (envelope.Status, error) 
 		return st.Status, nil
 	}
 	if err := f.reload(ctx, p.Envelope); err != nil {
+		return "", err
+	}
+	if err := held(ctx); err != nil {
 		return "", err
 	}
 	status, err := f.pg.Reopen(ctx, id)
