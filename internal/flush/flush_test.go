@@ -23,6 +23,22 @@ func newFlusher(t *testing.T, s *stack.Stack, cfg Config) *Flusher {
 	return New(s.Redis, s.PG, cfg, zaptest.NewLogger(t))
 }
 
+// drainWithin drains every shard with a new flusher, failing the test if
+// that takes longer than within: a shard stuck on an entry it cannot write.
+func drainWithin(t *testing.T, s *stack.Stack, within time.Duration, what string) {
+	t.Helper()
+	drained := make(chan error, 1)
+	go func() { drained <- newFlusher(t, s, Config{}).Drain(context.Background()) }()
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(within):
+		t.Fatalf("a shard is stuck on %s", what)
+	}
+}
+
 func TestCrashBetweenTakeAndCommit(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
@@ -284,16 +300,7 @@ func TestClaimPostgresRefusesIsSetAside(t *testing.T) {
 	// Well formed, but no timestamp PostgreSQL can store.
 	bad := fmt.Sprintf("%d:1:1:%d:1:time-traveller", e.ID, int64(9.3e15))
 	s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), bad)
-	drained := make(chan error, 1)
-	go func() { drained <- newFlusher(t, s, Config{}).Drain(ctx) }()
-	select {
-	case err := <-drained:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the shard is stuck on a claim PostgreSQL refuses")
-	}
+	drainWithin(t, s, 20*time.Second, "a claim PostgreSQL refuses")
 	s.AssertDurable(t, e.ID, claims)
 	rejected, _ := s.RDB.LRange(ctx, s.Redis.Keys().Rejected(shard), 0, -1).Result()
 	if len(rejected) != 1 || rejected[0] != bad {
@@ -349,16 +356,7 @@ func TestClaimOfAMissingEnvelopeDoesNotStallItsShard(t *testing.T) {
 	if err := s.RDB.LPush(ctx, s.Redis.Keys().Consumed(shard), raw).Err(); err != nil {
 		t.Fatal(err)
 	}
-	drained := make(chan error, 1)
-	go func() { drained <- newFlusher(t, s, Config{}).Drain(ctx) }()
-	select {
-	case err := <-drained:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the shard is stuck on a claim of a missing envelope")
-	}
+	drainWithin(t, s, 20*time.Second, "a claim of a missing envelope")
 	if inPG := s.ClaimedInPG(t); inPG != len(claims) {
 		t.Errorf("%d claims in PostgreSQL, want the envelope's %d", inPG, len(claims))
 	}

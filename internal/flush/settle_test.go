@@ -309,30 +309,3 @@ func TestPendingCountedWhilePostgresIsDown(t *testing.T) {
 		t.Errorf("pending claims of shard %d = %v, want 4", shard, got)
 	}
 }
-
-// A sold-out envelope whose cents disagree with its packets at settlement
-// is suspended for an operator, not tried again every round, unsettled and
-// unseen.
-func TestSoldOutWithABadLedgerIsSuspended(t *testing.T) {
-	t.Parallel()
-	s := stack.New(t)
-	ctx := context.Background()
-	f := upkeepFlusher(t, s)
-	e, _ := expiring(t, s, 3, 3)
-	if err := f.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE envelopes SET claimed_cents = claimed_cents - 1, total_cents = total_cents - 1
-		WHERE id = $1`, e.ID); err != nil {
-		t.Fatal(err)
-	}
-	if st := status(t, s, e.ID); st != envelope.StatusSoldOut {
-		t.Fatalf("envelope is %s, want sold_out before the settlement", st)
-	}
-	if err := f.Upkeep(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if st := status(t, s, e.ID); st != envelope.StatusSuspended {
-		t.Errorf("sold-out envelope with a bad ledger is %s after settlement, want suspended", st)
-	}
-}
