@@ -198,7 +198,7 @@ func runDaemon() error {
 func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) (err error) {
 	log.Info("flusher starting", zap.String("version", daemon.Version("flusher")))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer daemon.StopSignals(stop)
 	g, gctx := errgroup.WithContext(ctx)
 	deadline := daemon.ShutdownDeadline(gctx, cfg.ShutdownTimeout)
 	var cleanups daemon.Cleanups

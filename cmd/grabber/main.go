@@ -98,7 +98,7 @@ func writeUsage(w io.Writer) {
 // within SHUTDOWN_TIMEOUT of the stop.
 func serve(cfg config.Config, log *zap.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer daemon.StopSignals(stop)
 	g, gctx := errgroup.WithContext(ctx)
 	deadline := daemon.ShutdownDeadline(gctx, cfg.ShutdownTimeout)
 	var cleanups daemon.Cleanups

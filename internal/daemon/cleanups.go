@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,4 +102,16 @@ func StartErr(stop context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// StopSignals ends a daemon's handling of SIGINT and SIGTERM (stop, from
+// signal.NotifyContext) when it returns, ignoring them from then on rather
+// than giving them their default action back: a daemon stopping on one
+// signal often gets the other too (a terminal's Ctrl-C reaches the whole
+// process group, then a supervisor sends SIGTERM), and the second, arriving
+// after stop but before the exit, would kill it by signal instead of its
+// exit 0.
+func StopSignals(stop context.CancelFunc) {
+	signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	stop()
 }
