@@ -141,13 +141,17 @@ func batchContext(parent context.Context, grace time.Duration) (context.Context,
 	if grace <= 0 || grace >= batchTimeout {
 		return ctx, cancel
 	}
-	var timer atomic.Pointer[time.Timer]
-	stop := context.AfterFunc(parent, func() { timer.Store(time.AfterFunc(grace, cancel)) })
+	// Once parent ends, wait out the grace or the batch, whichever ends
+	// first: the wait never outlives the batch.
+	stop := context.AfterFunc(parent, func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(grace):
+			cancel()
+		}
+	})
 	return ctx, func() {
 		stop()
-		if t := timer.Load(); t != nil {
-			t.Stop()
-		}
 		cancel()
 	}
 }
