@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"redpacket/internal/db/dbsqlc"
@@ -51,28 +52,52 @@ func (c *senderCache) add(rows []dbsqlc.EnvelopeSendersRow) {
 	}
 }
 
-// fill sets each row's sender from the cache, nil for an envelope that does
-// not exist (the claim is then refused by its packet check anyway).
-func (c *senderCache) fill(rows []dbsqlc.CopyClaimsParams) {
+// fill sets each row's sender from looked (the senders just read: nil for
+// an envelope that does not exist, whose claim its packet check refuses
+// anyway) or else the cache, and returns the envelopes found in neither:
+// another writer's add started the cache over after missing was asked.
+func (c *senderCache) fill(rows []dbsqlc.CopyClaimsParams, looked map[int64]*string) []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var lost []int64
 	for i := range rows {
-		rows[i].SenderID = c.m[rows[i].EnvelopeID]
+		id := rows[i].EnvelopeID
+		sender, ok := looked[id]
+		if !ok {
+			sender, ok = c.m[id]
+		}
+		if !ok && !slices.Contains(lost, id) {
+			lost = append(lost, id)
+		}
+		rows[i].SenderID = sender
 	}
+	return lost
 }
 
 // withSenders lays claims out as CopyClaims takes them, each with its
 // envelope's sender, looking up (in the claims' transaction, q) those of
-// envelopes not seen before.
+// envelopes not seen before. Each round looks up envelopes not looked up
+// before, so the loop ends; a second round is rare (a cache started over
+// between the two steps by another writer).
 func (s *Store) withSenders(ctx context.Context, q *dbsqlc.Queries, claims []Claim) ([]dbsqlc.CopyClaimsParams, error) {
-	if ids := s.senders.missing(claims); len(ids) > 0 {
-		rows, err := q.EnvelopeSenders(ctx, ids)
-		if err != nil {
-			return nil, fmt.Errorf("read the senders of %d envelopes: %w", len(ids), err)
-		}
-		s.senders.add(rows)
-	}
 	out := copyRows(claims)
-	s.senders.fill(out)
-	return out, nil
+	looked := map[int64]*string{}
+	for ids := s.senders.missing(claims); ; {
+		if len(ids) > 0 {
+			rows, err := q.EnvelopeSenders(ctx, ids)
+			if err != nil {
+				return nil, fmt.Errorf("read the senders of %d envelopes: %w", len(ids), err)
+			}
+			s.senders.add(rows)
+			for _, id := range ids {
+				looked[id] = nil
+			}
+			for _, r := range rows {
+				looked[r.ID] = &r.SenderID
+			}
+		}
+		if ids = s.senders.fill(out, looked); len(ids) == 0 {
+			return out, nil
+		}
+	}
 }
