@@ -21,6 +21,7 @@ type coalescer struct {
 	in    chan *pendingGrab
 	max   int
 	quit  chan struct{}
+	done  chan struct{} // closed once every worker has returned
 	wg    sync.WaitGroup
 }
 
@@ -38,7 +39,7 @@ const coalesceTimeout = 10 * time.Second
 // client.
 func (s *Store) Coalesce(workers, maxBatch int) (stop func()) {
 	c := &coalescer{store: s, in: make(chan *pendingGrab, workers*maxBatch), max: maxBatch,
-		quit: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{})}
 	for range workers {
 		c.wg.Add(1)
 		go c.work()
@@ -47,6 +48,7 @@ func (s *Store) Coalesce(workers, maxBatch int) (stop func()) {
 	return func() {
 		close(c.quit)
 		c.wg.Wait()
+		close(c.done)
 	}
 }
 
@@ -78,6 +80,16 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 		// The worker still answers into the buffered channel; p is left to
 		// the garbage collector rather than reused while it may be written.
 		return grabReply{err: ctx.Err()}
+	case <-c.done:
+		// A grab queued between the stop check above and the stop is in
+		// no worker's hands: no one will send it. One answered in the
+		// workers' last drain is already in its buffered channel.
+		select {
+		case r := <-p.reply:
+			return r
+		default:
+			return grabReply{err: redis.ErrClosed}
+		}
 	}
 }
 
