@@ -73,7 +73,12 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 // liveStatus is the PostgreSQL status, moved on by what Redis already knows:
 // an open envelope with nothing left is sold out (also once closed), one
 // past its expiry or closed has expired, before the flusher records either.
+// An expired one whose every packet was granted is sold out too, as the
+// flusher records once its last claim is written.
 func liveStatus(e pgstore.Envelope, live redisstore.Live, remaining int64, now time.Time) envelope.Status {
+	if e.Status == envelope.StatusExpired && live.Loaded && remaining == 0 {
+		return envelope.StatusSoldOut
+	}
 	if e.Status != envelope.StatusOpen || !live.Loaded {
 		return e.Status
 	}

@@ -163,7 +163,7 @@ func TestGrabShape(t *testing.T) {
 
 func TestStatusCounts(t *testing.T) {
 	t.Parallel()
-	_, c := newClient(t)
+	s, c := newClient(t)
 	env := c.createN(1000, 10, 3600)
 
 	a := c.do("GET", statusPath(env.EnvelopeID), "")
@@ -200,6 +200,16 @@ func TestStatusCounts(t *testing.T) {
 	st = c.status(env.EnvelopeID)
 	if sum != 1000 || st.GrabbedCount != 10 || st.GrabbedCents != 1000 || st.RemainingCount != 0 || st.Status != "sold_out" {
 		t.Errorf("after every grab (amounts sum to %d, want 1000): %+v", sum, st)
+	}
+
+	// Expired and closed while its last claims wait for the flusher (which
+	// records sold_out once they are written): still sold out.
+	s.Clock.Advance(2 * time.Hour)
+	if _, err := s.Pool.Exec(t.Context(), `UPDATE envelopes SET status = 'expired' WHERE id = $1`, env.EnvelopeID); err != nil {
+		t.Fatal(err)
+	}
+	if st = c.status(env.EnvelopeID); st.Status != "sold_out" || st.RemainingCount != 0 {
+		t.Errorf("expired with every packet granted: %+v, want sold_out", st)
 	}
 }
 

@@ -167,17 +167,29 @@ func TestApplyClaimsSoldOut(t *testing.T) {
 	if e := readEnvelope(t, s, 4); e.Status != "loading" || e.ClaimedCents != 4 {
 		t.Errorf("loading envelope: %q with %d cents, want loading with 4", e.Status, e.ClaimedCents)
 	}
-	// Nor is an expired one (being settled).
-	open(t, s, 5, 500, []int64{2})
+	// An expired one (closed while its last claims were queued) whose last
+	// packet was granted before the close did sell out: it says so, once.
+	open(t, s, 5, 500, []int64{2, 3})
 	if _, err := pool.Exec(t.Context(), `UPDATE envelopes SET status = 'expired' WHERE id = 5`); err != nil {
 		t.Fatal(err)
 	}
 	res = apply(t, s, claim(5, 500, "a"))
 	if res.Applied != 1 || len(res.SoldOut) != 0 {
-		t.Errorf("expired envelope batch = %+v", res)
+		t.Errorf("expired envelope's first claim = %+v, want 1 applied, not sold out", res)
 	}
 	if e := readEnvelope(t, s, 5); e.Status != "expired" || e.ClaimedCents != 2 {
-		t.Errorf("expired envelope: %q with %d cents", e.Status, e.ClaimedCents)
+		t.Errorf("expired envelope: %q with %d cents, want expired with 2", e.Status, e.ClaimedCents)
+	}
+	res = apply(t, s, claim(5, 501, "b"))
+	if res.Applied != 1 || !slices.Equal(res.SoldOut, []int64{5}) {
+		t.Errorf("expired envelope's last claim = %+v, want envelope 5 sold out", res)
+	}
+	if e := readEnvelope(t, s, 5); e.Status != "sold_out" || e.ClaimedCents != 5 {
+		t.Errorf("expired envelope after its last claim: %q with %d cents, want sold_out with 5", e.Status, e.ClaimedCents)
+	}
+	var events int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM events WHERE type = 'envelope.sold_out' AND envelope_id = 5`).Scan(&events); err != nil || events != 1 {
+		t.Errorf("envelope.sold_out events of envelope 5 = %d, %v; want 1", events, err)
 	}
 }
 

@@ -56,6 +56,7 @@ func TestClaimsCarryTheirSender(t *testing.T) {
 	// a new envelope beside them is looked up.
 	apply(t, s, claim(1, 103, "u1"), claim(2, 203, "u1"))
 	apply(t, s, claim(1, 102, "u2"), claim(3, 303, "u2"))
+	apply(t, s, claim(1, 101, "u3")) // every envelope from the cache
 	// Guarded: no amounts.
 	if _, err := s.ApplyClaims(t.Context(), []pgstore.Claim{claim(2, 202, "u2")}); err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestClaimsCarryTheirSender(t *testing.T) {
 	if _, err := pool.Exec(t.Context(), `UPDATE packets SET claimed_by = 'u1', claimed_at = $1 WHERE id = 302`, t0); err != nil {
 		t.Fatal(err)
 	}
-	for packet, want := range map[int64]string{103: "alice", 102: "alice", 203: "bob", 202: "bob", 303: "carol", 302: "<null>"} {
+	for packet, want := range map[int64]string{103: "alice", 102: "alice", 101: "alice", 203: "bob", 202: "bob", 303: "carol", 302: "<null>"} {
 		if got := senderOf(t, pool, packet); got != want {
 			t.Errorf("claim of packet %d carries sender %s, want %s", packet, got, want)
 		}

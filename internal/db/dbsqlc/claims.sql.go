@@ -47,7 +47,9 @@ WITH arg AS (
 ), changed AS (
     UPDATE envelopes e
     SET claimed_cents = e.claimed_cents + r.cents,
-        status = CASE WHEN e.status = 'open' AND e.claimed_cents + r.cents = e.total_cents
+        -- An expired envelope (closed, its last claims on their way) whose
+        -- last packet was granted before the close did sell out: it says so.
+        status = CASE WHEN e.status IN ('open', 'expired') AND e.claimed_cents + r.cents = e.total_cents
                       THEN 'sold_out' ELSE e.status END,
         best_packet_id = CASE WHEN e.best_packet_id IS NULL
                                    OR (r.best_cents, r.best_id) > (e.best_amount_cents, e.best_packet_id)
@@ -186,7 +188,9 @@ WITH input AS (
 ), changed AS (
     UPDATE envelopes e
     SET claimed_cents = e.claimed_cents + r.cents,
-        status = CASE WHEN e.status = 'open' AND e.claimed_cents + r.cents = e.total_cents
+        -- An expired envelope (closed, its last claims on their way) whose
+        -- last packet was granted before the close did sell out: it says so.
+        status = CASE WHEN e.status IN ('open', 'expired') AND e.claimed_cents + r.cents = e.total_cents
                       THEN 'sold_out' ELSE e.status END,
         best_packet_id = CASE WHEN e.best_packet_id IS NULL
                                    OR (r.best_cents, r.best_id) > (e.best_amount_cents, e.best_packet_id)
