@@ -163,9 +163,11 @@ func checkFinal(r envelopeRow, add addFunc) {
 
 // checkStatus checks that the status agrees with the money. Only an open
 // envelope must already say sold_out when everything is claimed: the flusher
-// moves open to sold_out in the transaction that claims the last packet, but a
-// loading, expired or suspended envelope keeps its status (loading becomes
-// sold_out when marked loaded, the others settle).
+// moves open and expired to sold_out in the transaction that claims the last
+// packet, but a loading or suspended envelope keeps its status (loading
+// becomes sold_out when marked loaded, a suspended one settles), and an
+// expired one claimed in full by an earlier version (which moved only open
+// ones) stays expired until it is settled.
 func checkStatus(r envelopeRow, add addFunc) {
 	soldOut := r.ClaimedCents == r.TotalCents
 	switch {
