@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,37 @@ func TestGrabNotLoaded(t *testing.T) {
 		if exists(t, rdb, key) {
 			t.Errorf("%s created by a refused grab", key)
 		}
+	}
+}
+
+// A grab of an id no envelope can have (past 2^53 - 1, which Lua and JSON
+// hold exactly) is not found, and the grabs sent in the same script call
+// as it are answered as if it had not been there.
+func TestGrabOfAnImpossibleIDSparesItsNeighbours(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	load(t, s, 1, 500, now)
+	t.Cleanup(s.Coalesce(1, 64))
+	errs := make(chan error, 400)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			if _, err := s.Grab(ctx, 1<<53+int64(testShards)+1, fmt.Sprintf("x%d", i), now); !errors.Is(err, redisstore.ErrNotLoaded) {
+				errs <- fmt.Errorf("grab of envelope 2^53+%d = %v, want ErrNotLoaded", testShards+1, err)
+			}
+		})
+		wg.Go(func() {
+			if _, err := s.Grab(ctx, 1, fmt.Sprintf("u%d", i), now); err != nil {
+				errs <- fmt.Errorf("grab of envelope 1 beside it = %w", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

@@ -207,6 +207,12 @@ func (s *Store) grabWith(ctx context.Context, envelopeID int64, userID, digest s
 	if s.numbering == nil {
 		return Claim{}, fmt.Errorf("grab envelope %d: the store numbers no orders (NumberOrders)", envelopeID)
 	}
+	if envelopeID < 1 || envelopeID > maxExact {
+		// No envelope has such an id (ids are exact in Lua and JSON), and
+		// the script would refuse its whole call over it: every grab
+		// coalesced with this one would fail.
+		return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, ErrNotLoaded)
+	}
 	for attempt := 1; ; attempt++ {
 		buckets, err := s.buckets(ctx, envelopeID)
 		if err != nil {
