@@ -5,8 +5,14 @@
 -- Every new column has a constant default or none, so adding them rewrites
 -- no row; the checks scan envelopes once. starts_at is NULL for an envelope
 -- offered from its creation (every envelope before this migration).
+--
+-- envelope_kind gets its constraint only once the column is added, as in
+-- 000007: PostgreSQL adds a column whose domain has a constraint by
+-- rewriting the whole table (checking the value row by row) under its
+-- exclusive lock, where a domain without one makes it a catalog change.
+-- ALTER DOMAIN ... ADD CONSTRAINT then checks the stored values in one scan.
 
-CREATE DOMAIN envelope_kind AS text CONSTRAINT envelope_kind_check CHECK (VALUE IN ('random', 'fixed'));
+CREATE DOMAIN envelope_kind AS text;
 COMMENT ON DOMAIN envelope_kind IS
     'How an envelope''s money is split: random (double-mean draws) or fixed (every packet total_cents / count).';
 
@@ -18,6 +24,8 @@ ALTER TABLE envelopes
     ADD COLUMN metadata         jsonb         NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
     ADD COLUMN starts_at        timestamptz,
     ADD COLUMN closed_at        timestamptz;
+
+ALTER DOMAIN envelope_kind ADD CONSTRAINT envelope_kind_check CHECK (VALUE IN ('random', 'fixed'));
 
 COMMENT ON COLUMN envelopes.kind IS 'How the money was split: random or fixed; set at creation.';
 COMMENT ON COLUMN envelopes.recipients_count IS
