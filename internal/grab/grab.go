@@ -121,9 +121,13 @@ func (s *Service) grabAs(ctx context.Context, id int64, userID, password string,
 	case errors.Is(err, redisstore.ErrClosed):
 		return c, ErrExpired
 	case errors.Is(err, redisstore.ErrSuspended):
-		return c, fmt.Errorf("%w: envelope %d is suspended until an operator recovers it", ErrUnavailable, id)
+		return c, fmt.Errorf("%w: envelope %d is suspended until an operator recovers it: %w", ErrUnavailable, id, err)
 	case errors.Is(err, redisstore.ErrNotLoaded):
-		return s.notLoaded(ctx, id, userID)
+		c, nerr := s.notLoaded(ctx, id, userID)
+		if errors.Is(nerr, ErrUnavailable) {
+			nerr = fmt.Errorf("%w (%w)", nerr, err) // the script took nothing: tookNothing reads it
+		}
+		return c, nerr
 	case errors.Is(err, redisstore.ErrOrderNumbersExhausted):
 		return c, fmt.Errorf("%w: %w", ids.ErrExhausted, err)
 	}

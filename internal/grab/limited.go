@@ -79,7 +79,10 @@ func (s *Service) grabReserved(ctx context.Context, id int64, userID, password s
 	return c, err
 }
 
-// tookNothing reports a grab that certainly took no packet.
+// tookNothing reports a grab that certainly took no packet: a refusal, or
+// an unavailable envelope or order numbers the script answered (suspended,
+// not in Redis, no number to give), or a grab never sent. Only a grab whose
+// answer was lost or not confirmed keeps its reservation.
 func tookNothing(c redisstore.Claim, err error) bool {
 	switch {
 	case err == nil:
@@ -89,7 +92,7 @@ func tookNothing(c redisstore.Claim, err error) bool {
 		errors.Is(err, ErrWrongPassword):
 		return true
 	}
-	return false
+	return redisstore.TookNothing(err)
 }
 
 // repeatOnly answers a grab the user's limits refused: the packet the user

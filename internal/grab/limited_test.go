@@ -291,3 +291,38 @@ func TestLimitedGrabsOfASoldOutEnvelope(t *testing.T) {
 		t.Errorf("late's second packet of the day: %v, want limit exceeded", err)
 	}
 }
+
+// Grabs Redis answered without taking a packet give the day's unit back,
+// though they are answered 503: a suspended envelope, and one PostgreSQL
+// holds open but Redis does not. Under a cap of 2, a user refused so three
+// times still receives two packets that day.
+func TestLimitedGrabsAnsweredUnavailableCountNothing(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := t.Context()
+	svc := limited(s, limits.Config{UserDailyGrabs: 2})
+	suspended := mustCreate(t, svc, ctx, 100, 2)
+	if _, err := s.Redis.Suspend(ctx, suspended.ID); err != nil {
+		t.Fatal(err)
+	}
+	lost := mustCreate(t, svc, ctx, 100, 2)
+	keys := s.Redis.Keys()
+	if err := s.RDB.Del(ctx, keys.Meta(lost.ID), keys.Pool(lost.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []int64{suspended.ID, lost.ID, suspended.ID} {
+		if _, err := svc.Grab(ctx, id, "u"); !errors.Is(err, grab.ErrUnavailable) {
+			t.Fatalf("grab %d of an envelope Redis will not grant: %v, want unavailable", i, err)
+		}
+	}
+	for range 2 {
+		e := mustCreate(t, svc, ctx, 100, 1)
+		if c, err := svc.Grab(ctx, e.ID, "u"); err != nil || c.Repeat {
+			t.Fatalf("a packet within the cap after three unavailable grabs: %+v, %v", c, err)
+		}
+	}
+	e := mustCreate(t, svc, ctx, 100, 1)
+	if _, err := svc.Grab(ctx, e.ID, "u"); !errors.Is(err, limits.ErrExceeded) {
+		t.Errorf("a third packet of the day: %v, want limit exceeded", err)
+	}
+}

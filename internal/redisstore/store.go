@@ -216,7 +216,7 @@ func (s *Store) grabWith(ctx context.Context, envelopeID int64, userID, digest s
 	for attempt := 1; ; attempt++ {
 		buckets, err := s.buckets(ctx, envelopeID)
 		if err != nil {
-			return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+			return Claim{}, fmt.Errorf("grab envelope %d: %w: %w", envelopeID, errNotSent, err)
 		}
 		g := s.newGrab(envelopeID, userID, now, buckets)
 		g.args[3] = digest
@@ -229,7 +229,7 @@ func (s *Store) grabWith(ctx context.Context, envelopeID int64, userID, digest s
 		switch {
 		case errors.As(r.err, &short) && attempt < maxGrabAttempts:
 			if err := s.numbering.Supply(ctx, short); err != nil {
-				return Claim{}, fmt.Errorf("grab envelope %d: %w", envelopeID, err)
+				return Claim{}, fmt.Errorf("grab envelope %d: %w (after %w)", envelopeID, err, short)
 			}
 		case short != nil:
 			return Claim{}, fmt.Errorf("grab envelope %d: still no order number after %d supplies: %w", envelopeID, attempt-1, short)
@@ -242,6 +242,27 @@ func (s *Store) grabWith(ctx context.Context, envelopeID int64, userID, digest s
 			return c, nil
 		}
 	}
+}
+
+// errNotSent marks a grab that failed before its script was sent.
+var errNotSent = errors.New("not sent")
+
+// TookNothing reports an error of a grab that certainly took no packet: it
+// was never sent, or the script answered a refusal (or asked for order
+// numbers, or for its buckets to be read again) and took nothing. A call
+// whose answer was lost, or that replicas did not confirm, may have taken
+// one: false.
+func TookNothing(err error) bool {
+	var short *OrderShortage
+	if errors.As(err, &short) || errors.Is(err, errNotSent) || errors.Is(err, errStaleBuckets) {
+		return true
+	}
+	for _, o := range grabOutcomes {
+		if o.Err != nil && errors.Is(err, o.Err) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxGrabAttempts bounds how often a grab is asked again after its shard
