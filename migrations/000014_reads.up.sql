@@ -26,18 +26,15 @@ COMMENT ON INDEX packets_envelope_best_idx IS
 -- A user's claims newest first (GET /v1/users/{user_id}/claims): the packet
 -- id breaks ties of claimed_at, so the key (claimed_at, id) is unique.
 -- Replaces packets_claimed_by_idx (claimed_by, claimed_at), a prefix of it.
-DROP INDEX packets_claimed_by_idx;
 CREATE INDEX packets_user_claims_idx ON packets (claimed_by, claimed_at, id)
     WHERE claimed_by IS NOT NULL;
 COMMENT ON INDEX packets_user_claims_idx IS
     'A user''s claims by (claimed_at, packet id): the user''s history, newest first.';
 
 -- A sender's envelopes newest first (GET /v1/senders/{sender_id}/envelopes),
--- the envelope id breaking ties of created_at.
-DROP INDEX envelopes_sender_idx;
-CREATE INDEX envelopes_sender_idx ON envelopes (sender_id, created_at, id);
-COMMENT ON INDEX envelopes_sender_idx IS
-    'A sender''s envelopes by (created_at, id): the sender''s history, newest first.';
+-- the envelope id breaking ties of created_at. Built under a name of its
+-- own, it takes the old index's name once that is dropped (at the end).
+CREATE INDEX envelopes_sender_new_idx ON envelopes (sender_id, created_at, id);
 
 -- The refunds of a day (flusher export) use envelopes_settled_at_idx
 -- (migration 000010).
@@ -104,3 +101,14 @@ LEFT JOIN packets p ON p.id = e.packet_id
 LEFT JOIN envelopes v ON v.id = e.envelope_id;
 COMMENT ON VIEW event_messages IS
     'Every event as the feed and the webhooks send it: a packet.claimed event''s data from its packet, the luckiest grab added to envelope.sold_out and envelope.settled, the envelope''s metadata added to every event.';
+
+-- The indexes replaced above go last. Building an index holds its table
+-- against writes only (SHARE), but DROP INDEX takes the table's ACCESS
+-- EXCLUSIVE lock, which stops reads too and is held until the migration
+-- commits: taken at the end, it is held for these catalog changes rather
+-- than for the index builds (docs/dba.md, "Upgrading to migration 14").
+DROP INDEX packets_claimed_by_idx;
+DROP INDEX envelopes_sender_idx;
+ALTER INDEX envelopes_sender_new_idx RENAME TO envelopes_sender_idx;
+COMMENT ON INDEX envelopes_sender_idx IS
+    'A sender''s envelopes by (created_at, id): the sender''s history, newest first.';
