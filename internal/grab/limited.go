@@ -68,6 +68,8 @@ func (s *Service) grabReserved(ctx context.Context, id int64, userID, password s
 	}
 	c, err := s.grab(ctx, id, userID, password)
 	if tookNothing(c, err) {
+		// (A caller gone while its reservation was made is never sent:
+		// given back too.)
 		// Given back even if the caller went away: a reservation kept
 		// would count a packet the user never got.
 		rctx := context.WithoutCancel(ctx)

@@ -58,7 +58,7 @@ var pendingPool = sync.Pool{New: func() any { return &pendingGrab{reply: make(ch
 func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	select {
 	case <-c.quit: // stopped: no worker would take it
-		return grabReply{err: redis.ErrClosed}
+		return grabReply{err: fmt.Errorf("%w: %w", errNotSent, redis.ErrClosed)}
 	default:
 	}
 	p := pendingPool.Get().(*pendingGrab)
@@ -88,7 +88,7 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 		case r := <-p.reply:
 			return r
 		default:
-			return grabReply{err: redis.ErrClosed}
+			return grabReply{err: fmt.Errorf("%w: %w", errNotSent, redis.ErrClosed)}
 		}
 	}
 }
@@ -100,10 +100,10 @@ func (c *coalescer) enqueue(ctx context.Context, p *pendingGrab) (grabReply, boo
 		return grabReply{}, true
 	case <-ctx.Done():
 		pendingPool.Put(p)
-		return grabReply{err: ctx.Err()}, false
+		return grabReply{err: fmt.Errorf("%w: %w", errNotSent, ctx.Err())}, false
 	case <-c.quit:
 		pendingPool.Put(p)
-		return grabReply{err: redis.ErrClosed}, false
+		return grabReply{err: fmt.Errorf("%w: %w", errNotSent, redis.ErrClosed)}, false
 	}
 }
 

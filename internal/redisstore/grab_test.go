@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -55,6 +56,33 @@ func TestGrabOfAnImpossibleIDSparesItsNeighbours(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// A grab whose caller has already gone is not sent: it takes no packet
+// that no one would be told about.
+func TestGrabOfAGoneCallerIsNotSent(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	now := time.Now()
+	load(t, s, 1, 5, now)
+	for _, coalesced := range []bool{false, true} {
+		if coalesced {
+			t.Cleanup(s.Coalesce(1, 8))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		user := fmt.Sprintf("gone-%v", coalesced)
+		if _, err := s.Grab(ctx, 1, user, now); !errors.Is(err, context.Canceled) || !redisstore.TookNothing(err) {
+			t.Errorf("grab of a gone caller (coalesced %v) = %v, want context.Canceled, nothing taken", coalesced, err)
+		}
+		// The next grab is answered after anything queued before it.
+		if _, err := s.Grab(t.Context(), 1, "next-"+user, now); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := s.Grab(t.Context(), 1, user, now); err != nil || c.Repeat {
+			t.Errorf("the gone caller's user grabs again (coalesced %v): %+v, %v; want a first packet", coalesced, c, err)
+		}
 	}
 }
 

@@ -271,6 +271,11 @@ func TookNothing(err error) bool {
 const maxGrabAttempts = 5
 
 func (s *Store) grabOnce(ctx context.Context, g grabCall) grabReply {
+	if err := ctx.Err(); err != nil {
+		// The caller has gone: a grab sent now would grant a packet no
+		// one is told about.
+		return grabReply{err: fmt.Errorf("%w: %w", errNotSent, err)}
+	}
 	if s.coalescer != nil {
 		return s.coalescer.grab(ctx, g)
 	}
