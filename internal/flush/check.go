@@ -39,7 +39,7 @@ func (f *Flusher) checkBatch(ctx context.Context, claims []pgstore.Claim, res pg
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	inRedis, err := f.redis.GrabbedCents(ctx, ids)
+	inRedis, err := f.redis.Metas(ctx, ids)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}

@@ -386,3 +386,53 @@ func TestTwoFlushersAgreeOnNewEpochs(t *testing.T) {
 		t.Fatalf("SetEpoch over another token = %v, want ErrWrongStatus", err)
 	}
 }
+
+// A suspension cut short after its Redis step (the flusher died, or
+// PostgreSQL failed, before PostgreSQL recorded it) is finished by the next
+// round: after a Redis loss, and for an envelope left loading (young, or
+// old enough to be given up). None is taken for whole and opened.
+func TestSuspensionCutShortIsFinished(t *testing.T) {
+	t.Parallel()
+	for _, loss := range []bool{true, false} {
+		t.Run(fmt.Sprintf("loss=%v", loss), func(t *testing.T) {
+			t.Parallel()
+			s := stack.New(t)
+			ctx := context.Background()
+			f := upkeepFlusher(t, s)
+			open, _ := expiring(t, s, 10, 4)
+			if err := f.Upkeep(ctx, false); err != nil { // epochs
+				t.Fatal(err)
+			}
+			var cutShort []int64
+			if loss {
+				if _, err := s.Svc.Grab(ctx, open.ID, "lost"); err != nil {
+					t.Fatal(err)
+				}
+				loseRedis(t, s)
+				cutShort = append(cutShort, open.ID)
+			}
+			now := s.Clock.Now()
+			insertLoading(t, s, 7, now.Add(-time.Minute))    // young: would be loaded
+			insertLoading(t, s, 8, now.Add(-11*time.Minute)) // old: would be given up
+			cutShort = append(cutShort, 7, 8)
+			for _, id := range cutShort { // the Redis step ran; PostgreSQL's did not
+				if _, err := s.Redis.Suspend(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 {
+				if err := f.Upkeep(ctx, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range cutShort {
+				if got := status(t, s, id); got != envelope.StatusSuspended {
+					t.Errorf("envelope %d suspended in Redis only is %s after the next rounds, want suspended", id, got)
+				}
+			}
+			if n := f.Suspended(); n != int64(len(cutShort)) {
+				t.Errorf("Suspended() = %d, want %d", n, len(cutShort))
+			}
+		})
+	}
+}

@@ -107,13 +107,13 @@ func (f *Flusher) suspendShard(ctx context.Context, shard int) error {
 	for i, e := range envs {
 		ids[i] = e.ID
 	}
-	grabbed, err := f.redis.GrabbedCents(ctx, ids)
+	metas, err := f.redis.Metas(ctx, ids)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, e := range envs {
-		if reason := lossReason(e, grabbed); reason != "" {
+		if reason := lossReason(e, metas); reason != "" {
 			errs = append(errs, f.suspend(ctx, e.ID, reason))
 		}
 	}
@@ -121,15 +121,20 @@ func (f *Flusher) suspendShard(ctx context.Context, shard int) error {
 }
 
 // lossReason tells why an envelope's Redis state cannot be trusted, or "".
-func lossReason(e pgstore.Envelope, grabbed map[int64]int64) string {
-	cents, ok := grabbed[e.ID]
+// A suspended meta of an envelope PostgreSQL does not show suspended is a
+// suspension that stopped half-way (Redis first, then PostgreSQL): its
+// reason is lost with it, and it is finished rather than taken for whole.
+func lossReason(e pgstore.Envelope, metas map[int64]redisstore.MetaState) string {
+	m, ok := metas[e.ID]
 	switch {
 	case !ok && e.Status == envelope.StatusLoading:
 		return "redis lost its data while the envelope was loading; it may have been offered"
 	case !ok:
 		return "redis holds no state for the envelope"
-	case cents < e.ClaimedCents:
-		return fmt.Sprintf("redis granted %d cents but postgres already holds %d: redis lost grabs", cents, e.ClaimedCents)
+	case m.Status == redisstore.MetaSuspended && e.Status != envelope.StatusSuspended:
+		return "redis holds the envelope suspended but postgres did not record it (a suspension cut short); see the logs before it"
+	case m.GrabbedCents < e.ClaimedCents:
+		return fmt.Sprintf("redis granted %d cents but postgres already holds %d: redis lost grabs", m.GrabbedCents, e.ClaimedCents)
 	}
 	return ""
 }

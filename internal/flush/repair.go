@@ -41,11 +41,16 @@ func (f *Flusher) RepairLoading(ctx context.Context, epochs []string) error {
 		}
 		if now.After(e.ExpiresAt) || now.Sub(e.CreatedAt) > f.cfg.FailAfter {
 			err = f.failLoading(ctx, epoch, e)
-		} else {
-			err = f.load(ctx, epoch, e)
+		} else if err = f.load(ctx, epoch, e); errors.Is(err, redisstore.ErrGivenUp) {
+			// Redis was given the envelope up (failed or suspended) by a
+			// step PostgreSQL did not follow, cut short: finished now.
+			err = f.failLoading(ctx, epoch, e)
 		}
-		if errors.Is(err, redisstore.ErrInconsistent) {
+		switch {
+		case errors.Is(err, redisstore.ErrInconsistent):
 			err = f.suspend(ctx, e.ID, "redis holds part of the envelope's state without its meta")
+		case errors.Is(err, redisstore.ErrSuspended):
+			err = f.suspend(ctx, e.ID, "redis holds the envelope suspended but postgres did not record it (a suspension cut short); see the logs before it")
 		}
 		if err != nil && !errors.Is(err, redisstore.ErrEpochChanged) {
 			errs = append(errs, err)

@@ -17,7 +17,9 @@
 --   INCONSISTENT  a pool or claims exist without meta: state was partly lost
 --   EPOCH_CHANGED the shard's epoch is not ARGV[2]: a missing meta proves
 --                 nothing
-local FAILED, WAS_LOADED, INCONSISTENT, EPOCH_CHANGED = 0, 1, 2, 3
+--   SUSPENDED     it is suspended (a suspension PostgreSQL may not have
+--                 recorded yet): an operator's, nothing changed
+local FAILED, WAS_LOADED, INCONSISTENT, EPOCH_CHANGED, SUSPENDED = 0, 1, 2, 3, 4
 
 local ttl = tonumber(ARGV[1])
 if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
@@ -29,6 +31,9 @@ end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'failed' then
   return {FAILED}
+end
+if status == 'suspended' then
+  return {SUSPENDED}
 end
 if status then
   return {WAS_LOADED}

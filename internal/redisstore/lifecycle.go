@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"maps"
 	"slices"
 	"time"
@@ -138,27 +139,37 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 	return nil
 }
 
-// GrabbedCents reads the grabbed cents of each envelope's meta in one round
-// trip; an envelope without meta is absent from the map.
-func (s *Store) GrabbedCents(ctx context.Context, ids []int64) (map[int64]int64, error) {
+// MetaState is what an envelope's meta says: its status and the cents
+// granted so far.
+type MetaState struct {
+	Status       MetaStatus
+	GrabbedCents int64
+}
+
+// Metas reads the meta of each envelope in one round trip; an envelope
+// without meta (or with only a forgotten one) is absent from the map.
+func (s *Store) Metas(ctx context.Context, ids []int64) (map[int64]MetaState, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(ids))
+	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HGet(ctx, s.keys.Meta(id), "grabbed_cents")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Meta(id), fieldStatus, fieldGrabbedCents)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read grabbed cents: %w", err)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read metas: %w", err)
 	}
-	out := make(map[int64]int64, len(ids))
+	out := make(map[int64]MetaState, len(ids))
 	for i, c := range cmds {
-		v, err := c.Int64()
-		if errors.Is(err, redis.Nil) {
-			continue
+		v := c.Val()
+		status, _ := v[0].(string)
+		cents, _ := v[1].(string)
+		if v[1] == nil {
+			continue // no meta, or a forgotten one: nothing granted to compare
 		}
+		n, err := strconv.ParseInt(cents, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("grabbed cents of envelope %d: %w", ids[i], err)
+			return nil, fmt.Errorf("meta of envelope %d: grabbed cents %q: %w", ids[i], cents, err)
 		}
-		out[ids[i]] = v
+		out[ids[i]] = MetaState{Status: MetaStatus(status), GrabbedCents: n}
 	}
 	return out, nil
 }

@@ -54,7 +54,8 @@ var (
 		rs.Reply{Code: failFailed, Name: "FAILED"},
 		rs.Reply{Code: failWasLoaded, Name: "WAS_LOADED"},
 		rs.Reply{Code: failInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
-		rs.Reply{Code: failEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged})
+		rs.Reply{Code: failEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged},
+		rs.Reply{Code: failSuspended, Name: "SUSPENDED", Err: ErrSuspended})
 	reloadScript = rs.New("reload.lua", reloadSource,
 		rs.Reply{Code: reloadDone, Name: "RELOADED"},
 		rs.Reply{Code: reloadNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended})
@@ -146,6 +147,7 @@ const (
 	failWasLoaded    rs.Code = 1
 	failInconsistent rs.Code = 2
 	failEpochChanged rs.Code = 3
+	failSuspended    rs.Code = 4
 )
 
 // Reply codes of reload.lua.
