@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
