@@ -117,12 +117,14 @@ type set struct {
 
 // newSet makes the run's directory and its empty files, and makes them
 // durable: the directory entry in parent, the files' entries in the set.
-func newSet(parent string, started time.Time, specs []table, columns map[string][]string, failAt map[string]int64) (*set, error) {
+// version is the database's schema version, columns its tables' columns.
+func newSet(parent string, started time.Time, version int, specs []table, columns map[string][]string,
+	failAt map[string]int64) (*set, error) {
 	dir, err := os.MkdirTemp(parent, started.UTC().Format(setNameLayout)+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("make the archive set: %w", err)
 	}
-	s := &set{dir: dir, manifest: newManifest(started)}
+	s := &set{dir: dir, manifest: newManifest(started, version)}
 	for _, spec := range specs {
 		f, err := os.OpenFile(filepath.Join(dir, spec.file()), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 		if err != nil {

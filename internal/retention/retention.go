@@ -41,7 +41,8 @@ type Options struct {
 	DeliveredOnly bool
 	Now           func() time.Time // default time.Now
 
-	failAt map[string]int64 // tests: a table's file fails a write past this size
+	failAt      map[string]int64 // tests: a table's file fails a write past this size
+	afterCommit func()           // tests: called after each batch commits
 }
 
 // DefaultBatch is how many envelopes one transaction removes when
@@ -82,6 +83,12 @@ var (
 	// ErrMismatch means the rows a batch deleted differ from those it
 	// archived; the batch was rolled back.
 	ErrMismatch = errors.New("deleted rows differ from the archive")
+	// ErrSchemaChanged means the database's schema version is not the one
+	// the run's set was written under (a migration committed during the
+	// run), or is dirty (a migration is running or failed half-way): the
+	// batch was rolled back and the run stopped. The next run starts a set
+	// of its own.
+	ErrSchemaChanged = errors.New("the schema changed during the run or is being migrated")
 	// ErrUnbalanced means an envelope's money does not add up (a claims row
 	// without its packet, or claimed + refunded not the total): it stays,
 	// with the evidence, until an operator mends it (flusher audit -all
@@ -150,7 +157,6 @@ type run struct {
 	o       Options
 	cutoff  time.Time
 	started time.Time
-	columns map[string][]string
 	set     *set
 	res     Result
 }
@@ -177,11 +183,6 @@ func (r *run) limit() int32 {
 // loop removes batch after batch, oldest settlement first, until none is
 // due or the limit is reached.
 func (r *run) loop(ctx context.Context) error {
-	cols, err := readColumns(ctx, dbsqlc.New(r.pool))
-	if err != nil {
-		return err
-	}
-	r.columns = cols
 	k := key{}
 	// single counts the envelopes still to take one at a time after a batch
 	// that did not add up, to find which of them did not.
@@ -271,6 +272,9 @@ func (r *run) batch(ctx context.Context, k key, n int32) (int, key, error) {
 		return 0, k, wrapErr("commit a retention batch", err)
 	}
 	r.add(removed)
+	if r.o.afterCommit != nil {
+		r.o.afterCommit()
+	}
 	return len(locked), key{at: locked[len(locked)-1].SettledAt}, nil
 }
 
@@ -286,11 +290,25 @@ func (r *run) remove(ctx context.Context, tx pgx.Tx, k key, n int32, mark **setM
 	if err != nil || len(locked) == 0 {
 		return nil, removed, wrapErr("lock the envelopes due", err)
 	}
+	// The schema the rows are copied under, read in this transaction's
+	// snapshot: the set's first batch names it, and every later one must
+	// find it unchanged.
+	version, err := schemaVersion(ctx, q)
+	if err != nil {
+		return nil, removed, err
+	}
 	if r.set == nil {
-		if r.set, err = newSet(r.o.Dir, r.started, tables, r.columns, r.o.failAt); err != nil {
+		var cols map[string][]string
+		if cols, err = readColumns(ctx, q); err != nil {
+			return nil, removed, err
+		}
+		if r.set, err = newSet(r.o.Dir, r.started, version, tables, cols, r.o.failAt); err != nil {
 			return nil, removed, err
 		}
 		r.set.manifest.SettledBefore = r.cutoff.UTC()
+	} else if was := r.set.manifest.SchemaVersion; version != was {
+		return nil, removed, fmt.Errorf("%w: the set was written under migration %d, the database is at %d",
+			ErrSchemaChanged, was, version)
 	}
 	m := r.set.mark()
 	*mark = &m
@@ -341,6 +359,23 @@ func (r *run) add(d dbsqlc.RetentionDeleteRow) {
 	t.Events += d.Events
 	t.Conflicts += d.Conflicts
 	r.res.Batches++
+}
+
+// schemaVersion is the migration the database is at, as golang-migrate
+// records it in schema_migrations.
+func schemaVersion(ctx context.Context, q *dbsqlc.Queries) (int, error) {
+	v, err := q.SchemaVersion(ctx)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// golang-migrate rewrites its row with TRUNCATE, which a snapshot
+		// taken before it sees as an empty table.
+		return 0, fmt.Errorf("%w: schema_migrations is empty (a migration is recording its version)", ErrSchemaChanged)
+	case err != nil:
+		return 0, wrapErr("read the schema version", err)
+	case v.Dirty:
+		return 0, fmt.Errorf("%w: migration %d is dirty (running, or failed half-way)", ErrSchemaChanged, v.Version)
+	}
+	return int(v.Version), nil
 }
 
 func wrapErr(what string, err error) error {

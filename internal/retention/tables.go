@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"redpacket/internal/db/dbsqlc"
-	"redpacket/migrations"
 )
 
 // sum is a money column a file adds up: column over every row, or only over
@@ -45,6 +44,8 @@ var tables = []table{
 }
 
 // readColumns reads each table's columns in the order COPY writes them.
+// The run reads them in the transaction of its first batch, with the schema
+// version.
 func readColumns(ctx context.Context, q *dbsqlc.Queries) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, t := range tables {
@@ -81,8 +82,11 @@ type TableManifest struct {
 	Sums    map[string]int64 `json:"sums,omitempty"`
 }
 
-func newManifest(started time.Time) Manifest {
-	return Manifest{Format: "PostgreSQL COPY text format", SchemaVersion: migrations.Version, StartedAt: started.UTC()}
+// newManifest describes a set whose rows are copied under migration
+// version of the database (not the running build's migrations.Version: a
+// build may run against a newer schema, and SELECT * writes its columns).
+func newManifest(started time.Time, version int) Manifest {
+	return Manifest{Format: "PostgreSQL COPY text format", SchemaVersion: version, StartedAt: started.UTC()}
 }
 
 // setMark is where a set stands before a batch.
