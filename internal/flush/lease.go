@@ -126,7 +126,13 @@ func (l *Leases) connect(ctx context.Context) error {
 	l.owned = map[int]bool{}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, dburl.Session(l.url))
+	cfg, err := pgx.ParseConfig(dburl.Session(l.url))
+	if err != nil {
+		return fmt.Errorf("connect for shard leases: %w", err)
+	}
+	// A flusher whose host died must not keep its shards for hours.
+	dburl.KeepLocksAlive(cfg.RuntimeParams)
+	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect for shard leases: %w", err)
 	}

@@ -1,6 +1,7 @@
 package flush
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,35 @@ func wantPartition(t *testing.T, held [][]int, shards, maxEach int) {
 			t.Errorf("shard %d is held by %d flushers, want exactly 1 (%v)", s, seen[s], held)
 		}
 	}
+}
+
+// The lease session asks the server to probe an idle client after 5 s: a
+// flusher whose host died loses its shards in seconds, not after the
+// system's two hours. A setting the URL names itself is kept.
+func TestLeaseSessionKeepsItsLocksAlive(t *testing.T) {
+	t.Parallel()
+	_, url := testenv.Postgres(t)
+	for _, tc := range []struct{ url, idle string }{{url, "5"}, {withParam(url, "tcp_keepalives_idle", "7"), "7"}} {
+		l := NewLeases(tc.url, 4, zaptest.NewLogger(t))
+		if _, err := l.Refresh(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for setting, want := range map[string]string{"tcp_keepalives_idle": tc.idle, "tcp_keepalives_interval": "1", "tcp_keepalives_count": "3"} {
+			var got string
+			if err := l.conn.QueryRow(t.Context(), "SELECT current_setting($1)", setting).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("lease session's %s = %s, want %s", setting, got, want)
+			}
+		}
+		l.Close()
+	}
+}
+
+func withParam(u, k, v string) string {
+	if strings.Contains(u, "?") {
+		return u + "&" + k + "=" + v
+	}
+	return u + "?" + k + "=" + v
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"redpacket/internal/db/dburl"
 	"redpacket/internal/db/dbsqlc"
 )
 
@@ -24,7 +25,9 @@ var ErrRecoveryLockLost = errors.New("the recovery lock was lost")
 // step that changes the envelope: the lock lasts as long as its session,
 // which could end under it.
 func (s *Store) WithRecoveryLock(ctx context.Context, id int64, fn func(held func(context.Context) error) error) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cfg := s.pool.Config().ConnConfig.Copy()
+	dburl.KeepLocksAlive(cfg.RuntimeParams) // an operator's host that dies frees the envelope in seconds
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("recovery lock of envelope %d: %w", id, err)
 	}
