@@ -266,7 +266,7 @@ type EventMessage struct {
 
 // One row per Idempotency-Key a create sent and the envelope it made; kept until expires_at (IDEMPOTENCY_TTL after the create).
 type IdempotencyKey struct {
-	// The API key's name that sent the create (GRABBER_AUTH=keys); '' without API keys. Keys are scoped to it.
+	// The client of the API key that sent the create (api_keys.client; GRABBER_AUTH=keys); '' without API keys. Keys are scoped to it, so a rotated key of the same client finds them.
 	ClientName string
 	// The Idempotency-Key header: 1 to 255 visible ASCII characters.
 	IdemKey string
@@ -306,7 +306,7 @@ type Packet struct {
 	ClaimedBy *string
 	// When the grab was granted in Redis (UTC instant), not when the flusher wrote it; NULL while unclaimed.
 	ClaimedAt *time.Time
-	// The grab's order number, yyyyMMdd + 10 digits, unique; NULL while unclaimed.
+	// The grab's order number (claims.order_no), yyyyMMdd + 10 digits, unique; NULL while unclaimed, and on a claim whose order number was lost to a conflict (claim_conflicts, order_no_in_use).
 	OrderNo *string
 	// When it was refunded to the sender at settlement (UTC instant); NULL unless refunded. Never set on a claimed packet.
 	RefundedAt *time.Time
