@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"redpacket/internal/db/dburl"
 	"redpacket/internal/db/dbsqlc"
+	"redpacket/internal/db/dburl"
 )
 
 // ErrRecoveryLockLost means the session holding an envelope's recovery lock
