@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -73,6 +74,11 @@ func checkMetadata(m map[string]string) error {
 		}
 		if utf8.RuneCountInString(v) > MaxMetadataValLen {
 			return &FieldError{Field: "metadata", Problem: "value of " + strconv.Quote(k) + " must be at most 500 characters"}
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			// PostgreSQL's jsonb cannot store U+0000: refused here, not
+			// answered 503 on every retry.
+			return &FieldError{Field: "metadata", Problem: "value of " + strconv.Quote(k) + " must not contain U+0000"}
 		}
 	}
 	return nil

@@ -53,6 +53,8 @@ func TestCheckExtras(t *testing.T) {
 		{"bad metadata key", func(r *CreateRequest) { r.Metadata = map[string]string{"a b": "v"} }, "metadata"},
 		{"long metadata key", func(r *CreateRequest) { r.Metadata = map[string]string{strings.Repeat("k", 41): "v"} }, "metadata"},
 		{"long metadata value", func(r *CreateRequest) { r.Metadata = map[string]string{"k": strings.Repeat("v", 501)} }, "metadata"},
+		{"NUL in a metadata value", func(r *CreateRequest) { r.Metadata = map[string]string{"k": "a\x00b"} }, "metadata"},
+		{"control characters in a metadata value", func(r *CreateRequest) { r.Metadata = map[string]string{"k": "a\x01\nb"} }, ""},
 		{"starts_at", func(r *CreateRequest) { r.StartsAt = "2026-11-28T10:00:00Z" }, ""},
 		{"starts_at too far", func(r *CreateRequest) { r.StartsAt = "2026-11-28T10:00:00.001Z" }, "starts_at"},
 		{"starts_at not RFC 3339", func(r *CreateRequest) { r.StartsAt = "2026-11-28 10:00:00" }, "starts_at"},
