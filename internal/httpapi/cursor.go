@@ -38,6 +38,10 @@ func timeCursor(list string, at time.Time, id int64) string {
 	return encodeCursor(list, strconv.FormatInt(at.UnixMicro(), 10), strconv.FormatInt(id, 10))
 }
 
+// maxCursorMicros is the last microsecond of the year 9999: no list's time
+// lies past it, nor before 1970.
+const maxCursorMicros = 253402300799999999
+
 func parseTimeCursor(s, list string) (time.Time, int64, error) {
 	bad := badRequest("before: not a cursor of this list")
 	parts, ok := decodeCursor(s, list, 2)
@@ -46,7 +50,9 @@ func parseTimeCursor(s, list string) (time.Time, int64, error) {
 	}
 	us, err1 := strconv.ParseInt(parts[0], 10, 64)
 	id, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || id <= 0 {
+	if err1 != nil || err2 != nil || id <= 0 || us < 0 || us > maxCursorMicros {
+		// (A time PostgreSQL cannot hold would fail the query: answered
+		// 503, not 400.)
 		return time.Time{}, 0, bad
 	}
 	return time.UnixMicro(us).UTC(), id, nil

@@ -275,6 +275,11 @@ func TestHistoriesNewestFirst(t *testing.T) {
 	requireJSON(t, a, &p)
 	requireError(t, c.do("GET", "/v1/senders/sender-0/envelopes?before="+*p.NextBefore, ""),
 		http.StatusBadRequest, "invalid_argument")
+	// Times no list holds, which PostgreSQL could not take either.
+	for _, us := range []string{"-999999999999999999", "-1", "253402300800000000", "9223372036854775807", "-9223372036854775808"} {
+		cursor := base64.RawURLEncoding.EncodeToString([]byte("1:s:" + us + ":5"))
+		requireError(t, c.do("GET", "/v1/senders/sender-0/envelopes?before="+cursor, ""), http.StatusBadRequest, "invalid_argument")
+	}
 	_ = context.Background
 }
 
