@@ -147,3 +147,26 @@ func TestCreateExtrasAreStrict(t *testing.T) {
 		t.Errorf("%d envelopes written by refused creates", n)
 	}
 }
+
+// The largest create the documented limits allow fits the body limit, even
+// with every metadata character written as a \u escape pair.
+func TestLargestDocumentedCreateFits(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	recipients := make([]string, 1000)
+	for i := range recipients {
+		recipients[i] = fmt.Sprintf("%q", fmt.Sprintf("%064d", i))
+	}
+	meta := make([]string, 20)
+	for i := range meta {
+		meta[i] = fmt.Sprintf(`"%s%02d":"%s"`, strings.Repeat("k", 38), i, strings.Repeat(`\ud83e\udde7`, 500))
+	}
+	body := `{"sender_id":"s","total_cents":100000,"count":1000,"recipients":[` + strings.Join(recipients, ",") +
+		`],"metadata":{` + strings.Join(meta, ",") + `},"greeting":"` + strings.Repeat(`\ud83e\udde7`, 64) + `"}`
+	if len(body) < 180_000 {
+		t.Fatalf("body of %d bytes: not the largest create", len(body))
+	}
+	if a := c.do("POST", "/v1/envelopes", body); a.Status != http.StatusCreated {
+		t.Fatalf("largest documented create (%d bytes): %s", len(body), a)
+	}
+}
