@@ -71,7 +71,11 @@ func writeGrab(w http.ResponseWriter, g grabResponse) {
 	b = append(b, `,"amount_cents":`...)
 	b = strconv.AppendInt(b, g.AmountCents, 10)
 	b = append(b, `,"order_no":`...)
-	b = strconv.AppendQuote(b, g.OrderNo) // digits: quoted alike by both
+	if g.OrderNo == "" {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendQuote(b, string(g.OrderNo)) // digits: quoted alike by both
+	}
 	b = append(b, `,"grabbed_at":"`...)
 	b = appendTimestamp(b, time.Time(g.GrabbedAt))
 	b = append(b, `","repeat":`...)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,6 +22,9 @@ func TestWriteGrabMatchesEncodingJSON(t *testing.T) {
 		if fast.Body.String() != slow.Body.String() || fast.Code != slow.Code ||
 			fast.Header().Get("Content-Type") != slow.Header().Get("Content-Type") {
 			t.Errorf("writeGrab = %d %q, encoding/json = %d %q", fast.Code, fast.Body, slow.Code, slow.Body)
+		}
+		if g.OrderNo == "" && !strings.Contains(fast.Body.String(), `"order_no":null`) {
+			t.Errorf("a grab without order number answers %s, want order_no null", fast.Body)
 		}
 	}
 }

@@ -100,7 +100,7 @@ type grabResponse struct {
 	EnvelopeID  int64     `json:"envelope_id"`
 	PacketID    int64     `json:"packet_id"`
 	AmountCents int64     `json:"amount_cents"`
-	OrderNo     string    `json:"order_no"`
+	OrderNo     OrderNo   `json:"order_no"`
 	GrabbedAt   Timestamp `json:"grabbed_at"`
 	Repeat      bool      `json:"repeat"`
 }
@@ -127,7 +127,7 @@ func (a *API) grabID(w http.ResponseWriter, r *http.Request, pathValue string) {
 		return
 	}
 	writeGrab(w, grabResponse{
-		EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: c.OrderNo,
+		EnvelopeID: id, PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: OrderNo(c.OrderNo),
 		GrabbedAt: Timestamp(c.GrabbedAt), Repeat: c.Repeat,
 	})
 }

@@ -22,7 +22,7 @@ type claimJSON struct {
 	UserID      string    `json:"user_id"`
 	PacketID    int64     `json:"packet_id"`
 	AmountCents int64     `json:"amount_cents"`
-	OrderNo     string    `json:"order_no"`
+	OrderNo     OrderNo   `json:"order_no"`
 	GrabbedAt   Timestamp `json:"grabbed_at"`
 }
 
@@ -30,7 +30,7 @@ func toClaimJSON(c *grab.ClaimedPacket) *claimJSON {
 	if c == nil {
 		return nil
 	}
-	return &claimJSON{UserID: c.UserID, PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: c.OrderNo,
+	return &claimJSON{UserID: c.UserID, PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: OrderNo(c.OrderNo),
 		GrabbedAt: Timestamp(c.GrabbedAt)}
 }
 
@@ -82,7 +82,7 @@ type userClaimJSON struct {
 	SenderID    string    `json:"sender_id"`
 	PacketID    int64     `json:"packet_id"`
 	AmountCents int64     `json:"amount_cents"`
-	OrderNo     string    `json:"order_no"`
+	OrderNo     OrderNo   `json:"order_no"`
 	GrabbedAt   Timestamp `json:"grabbed_at"`
 }
 
@@ -115,7 +115,7 @@ func (a *API) userClaims(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		u := userClaimJSON{EnvelopeID: c.EnvelopeID, SenderID: c.SenderID, PacketID: c.PacketID,
-			AmountCents: c.AmountCents, OrderNo: c.OrderNo, GrabbedAt: Timestamp(c.GrabbedAt)}
+			AmountCents: c.AmountCents, OrderNo: OrderNo(c.OrderNo), GrabbedAt: Timestamp(c.GrabbedAt)}
 		resp.Claims = append(resp.Claims, u)
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -225,4 +225,17 @@ func listQuery(r *http.Request, cursor string, def, hi int64) (url.Values, int, 
 	}
 	limit, err := intParam(v, "limit", def, 1, hi)
 	return v, int(limit), err
+}
+
+// OrderNo is a claim's order number, null for one recorded without it (a
+// claim whose number was in use, see claim_conflicts; one from before order
+// numbers), as the events feed answers it.
+type OrderNo string
+
+// MarshalJSON writes the number, or null.
+func (o OrderNo) MarshalJSON() ([]byte, error) {
+	if o == "" {
+		return []byte("null"), nil
+	}
+	return []byte(strconv.Quote(string(o))), nil
 }

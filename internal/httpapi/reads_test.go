@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -399,4 +400,34 @@ func senderZeroEnvelopePages(t *testing.T, c client) []int64 {
 		before = *p.NextBefore
 	}
 	return ids
+}
+
+// A claim recorded without its order number (its number was in use: a
+// claim_conflicts row) is answered with order_no null wherever it is read,
+// as the events feed and the contract have it, never "".
+func TestClaimWithoutOrderNumberReadsNull(t *testing.T) {
+	t.Parallel()
+	s, c := newClient(t)
+	env := c.createN(100, 1, 3600)
+	g := c.grab(env.EnvelopeID, "holder")
+	flushAll(t, s)
+	if _, err := s.Pool.Exec(t.Context(), `UPDATE claims SET order_no = NULL WHERE packet_id = $1`, g.PacketID); err != nil {
+		t.Fatal(err)
+	}
+	// Answered from PostgreSQL, as once its keys have expired.
+	if err := s.RDB.Del(t.Context(), s.Redis.Keys().Meta(env.EnvelopeID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		fmt.Sprintf("/v1/envelopes/%d/claims", env.EnvelopeID), "/v1/users/holder/claims", statusPath(env.EnvelopeID),
+	} {
+		a := c.do("GET", path, "")
+		if a.Status != http.StatusOK || !strings.Contains(string(a.Body), `"order_no":null`) || strings.Contains(string(a.Body), `"order_no":""`) {
+			t.Errorf("%s: %s; want order_no null", path, a)
+		}
+	}
+	a := c.do("POST", grabPath(env.EnvelopeID), `{"user_id":"holder"}`)
+	if a.Status != http.StatusOK || !strings.Contains(string(a.Body), `"order_no":null`) {
+		t.Errorf("the holder's repeat: %s; want its packet with order_no null", a)
+	}
 }
