@@ -23,7 +23,9 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_mergejoin',
 -- ever, since the later chunk commits only after it: the timeout fails the
 -- COPY instead, and the flusher applies the rest of the batch chunk by chunk,
 -- guarded. The statement after the COPY keeps the bound: a claim write that
--- waits that long on an envelope's row fails and is retried, and says why.
+-- waits that long on an envelope's row, or on the event positions (the
+-- 'event' sequence row every event writer holds until it commits: a commit
+-- slower than the bound, a stalled disk), fails and is retried, and says why.
 SELECT set_config('lock_timeout', @timeout::text, true);
 
 -- name: CopyClaims :copyfrom
