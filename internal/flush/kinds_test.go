@@ -133,7 +133,8 @@ func TestReloadAndRepairKeepTheGates(t *testing.T) {
 	digest := envelope.PasswordDigest(77, pw)
 	row := pgstore.Envelope{ID: 77, Shard: s.Redis.Keys().Shard(77), SenderID: "s", TotalCents: 30, Count: 3,
 		CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour), StartsAt: &start, PasswordDigest: &digest}
-	if err := s.PG.InsertEnvelopeFor(ctx, row, 7700, []int64{10, 10, 10}, []string{"a", "b", "c"}, nil); err != nil {
+	if err := s.PG.InsertEnvelopeFor(ctx, row, pgstore.NewEnvelope{FirstPacketID: 7700, Amounts: []int64{10, 10, 10},
+		Recipients: []string{"a", "b", "c"}}); err != nil {
 		t.Fatal(err)
 	}
 	repair := newFlusher(t, s, Config{RepairAfter: 30 * time.Second, KeyTTL: time.Hour})

@@ -80,10 +80,7 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: allocate %d packet ids: %w", ErrUnavailable, count, err)
 	}
-	commit, err := s.commitSplit(ctx, id, firstPacket, amounts)
-	if err != nil {
-		return Envelope{}, err
-	}
+	commit := envelope.CommitSplit(envelope.HandOutOrder(firstPacket, amounts))
 	start := now
 	row := pgstore.Envelope{
 		ID: id, Shard: s.redis.Keys().Shard(id), SenderID: req.SenderID,
@@ -100,7 +97,9 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 		gates.PasswordDigest = envelope.PasswordDigest(id, *req.Password)
 		row.PasswordDigest = &gates.PasswordDigest
 	}
-	if err := s.insert(ctx, &row, firstPacket, amounts, req.Recipients, key); err != nil {
+	with := pgstore.NewEnvelope{FirstPacketID: firstPacket, Amounts: amounts, Recipients: req.Recipients,
+		Key: key, Split: &commit}
+	if err := s.insert(ctx, &row, with); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	written = true
@@ -118,18 +117,6 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 		HasPassword: req.Password != nil, Greeting: row.Greeting, Metadata: metadata, StartsAt: start,
 		SplitCommitment: commit.Commitment,
 	}, nil
-}
-
-// commitSplit commits to the split and records the commitment before the
-// envelope is written, so that no envelope is ever without one (a create
-// that fails after it leaves a commitment of no envelope, which harms
-// nothing).
-func (s *Service) commitSplit(ctx context.Context, id, firstPacket int64, amounts []int64) (envelope.SplitCommitment, error) {
-	commit := envelope.CommitSplit(envelope.HandOutOrder(firstPacket, amounts))
-	if err := s.pg.InsertSplitCommitment(ctx, id, commit); err != nil {
-		return commit, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return commit, nil
 }
 
 // shareCodeTries bounds retries when a share code is already taken, which
@@ -152,8 +139,7 @@ const (
 
 // insert gives the envelope a share code of its creation's day and writes it
 // with its packets.
-func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket int64, amounts []int64, recipients []string,
-	key *pgstore.IdempotencyKey) error {
+func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, n pgstore.NewEnvelope) error {
 	skip := 0
 	for try := 1; ; try++ {
 		code, err := s.shares.NextOn(ctx, row.CreatedAt, skip)
@@ -161,7 +147,7 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, firstPacket
 			return fmt.Errorf("share code: %w", err)
 		}
 		row.ShareCode = &code
-		err = s.pg.InsertEnvelopeFor(ctx, *row, firstPacket, amounts, recipients, key)
+		err = s.pg.InsertEnvelopeFor(ctx, *row, n)
 		if !errors.Is(err, pgstore.ErrShareCodeTaken) || try == shareCodeTries {
 			return err
 		}

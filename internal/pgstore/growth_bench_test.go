@@ -282,10 +282,7 @@ func createGrowthEnvelope(ctx context.Context, l *growthLedger) (time.Duration, 
 	}
 	commit := envelope.CommitSplit(envelope.HandOutOrder(first, amounts))
 	start := time.Now()
-	if err := l.s.InsertSplitCommitment(ctx, id, commit); err != nil {
-		return 0, err
-	}
-	if err := l.s.InsertEnvelopeFor(ctx, e, first, amounts, nil, nil); err != nil {
+	if err := l.s.InsertEnvelopeFor(ctx, e, pgstore.NewEnvelope{FirstPacketID: first, Amounts: amounts, Split: &commit}); err != nil {
 		return 0, err
 	}
 	if status, err := l.s.MarkLoaded(ctx, id); err != nil || status != envelope.StatusOpen {

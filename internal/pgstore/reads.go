@@ -100,18 +100,6 @@ func (s *Store) SenderEnvelopes(ctx context.Context, senderID string, beforeAt t
 	return rows, nil
 }
 
-// InsertSplitCommitment records an envelope's split commitment. The creator
-// writes it before the envelope, so no envelope is ever without one.
-func (s *Store) InsertSplitCommitment(ctx context.Context, envelopeID int64, c envelope.SplitCommitment) error {
-	err := s.q.InsertSplitCommitment(ctx, dbsqlc.InsertSplitCommitmentParams{
-		EnvelopeID: envelopeID, Salt: c.Salt, Commitment: c.Commitment,
-	})
-	if err != nil {
-		return fmt.Errorf("record split commitment of envelope %d: %w", envelopeID, err)
-	}
-	return nil
-}
-
 // Commitment reads an envelope's split commitment alone (the create answer
 // rebuilt for a repeated idempotent create); ErrNoCommitment when it has none.
 func (s *Store) Commitment(ctx context.Context, envelopeID int64) (string, error) {

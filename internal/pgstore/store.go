@@ -59,18 +59,29 @@ type Envelope = dbsqlc.Envelope
 // one transaction. Packet ids are firstPacketID, firstPacketID+1, ...; the
 // packets go in with COPY.
 func (s *Store) InsertEnvelope(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64) error {
-	return s.InsertEnvelopeFor(ctx, e, firstPacketID, amounts, nil, nil)
+	return s.InsertEnvelopeFor(ctx, e, NewEnvelope{FirstPacketID: firstPacketID, Amounts: amounts})
 }
 
-// InsertEnvelopeFor is InsertEnvelope for an envelope only recipients may
-// grab (nil: anyone), written in the same transaction. The row's kind,
-// password digest, greeting, metadata and start are written as they are;
-// RecipientsCount is len(recipients). The create's idempotency key (none
-// when nil) is written first: a create with a key another create holds
-// waits for that one's transaction, then gets ErrIdempotencyKeyTaken before
-// it writes anything.
-func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, firstPacketID int64, amounts []int64, recipients []string,
-	key *IdempotencyKey) error {
+// NewEnvelope is what a create writes with an envelope's row.
+type NewEnvelope struct {
+	FirstPacketID int64   // packet ids are FirstPacketID, FirstPacketID+1, ...
+	Amounts       []int64 // one packet each
+	Recipients    []string
+	Key           *IdempotencyKey
+	Split         *envelope.SplitCommitment
+}
+
+// InsertEnvelopeFor is InsertEnvelope with what a create writes beside, in
+// the same transaction: the users who alone may grab (Recipients; nil:
+// anyone) and the split's commitment (Split; nil: none, as in tests), so a
+// create that fails leaves neither. The row's kind, password digest,
+// greeting, metadata and start are written as they are; RecipientsCount is
+// len(Recipients). The create's idempotency key (Key; none when nil) is
+// written first: a create with a key another create holds waits for that
+// one's transaction, then gets ErrIdempotencyKeyTaken before it writes
+// anything.
+func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, n NewEnvelope) error {
+	firstPacketID, amounts, recipients, key := n.FirstPacketID, n.Amounts, n.Recipients, n.Key
 	if e.Kind == "" {
 		e.Kind = envelope.KindRandom
 	}
@@ -105,6 +116,14 @@ func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, firstPacketID
 		}
 		if _, err := q.InsertPackets(ctx, packets); err != nil {
 			return fmt.Errorf("copy packets of envelope %d: %w", e.ID, err)
+		}
+		if n.Split != nil {
+			err := q.InsertSplitCommitment(ctx, dbsqlc.InsertSplitCommitmentParams{
+				EnvelopeID: e.ID, Salt: n.Split.Salt, Commitment: n.Split.Commitment,
+			})
+			if err != nil {
+				return fmt.Errorf("record split commitment of envelope %d: %w", e.ID, err)
+			}
 		}
 		return nil
 	})

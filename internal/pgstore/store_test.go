@@ -256,3 +256,34 @@ func TestLoadingEnvelopes(t *testing.T) {
 		t.Errorf("LoadingEnvelopes row = %+v, %v", es, err)
 	}
 }
+
+// The split's commitment is written in the envelope's transaction: an
+// envelope refused (here its share code is taken) leaves no commitment of
+// an envelope that does not exist, and a written one has its own.
+func TestRefusedEnvelopeLeavesNoCommitment(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := t.Context()
+	code := "300517" + "00001"
+	write := func(id int64) error {
+		e := pgstore.Envelope{ID: id, Shard: 1, ShareCode: &code, SenderID: "s", TotalCents: 10, Count: 1,
+			CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+		commit := envelope.CommitSplit(envelope.HandOutOrder(100*id, []int64{10}))
+		return s.InsertEnvelopeFor(ctx, e, pgstore.NewEnvelope{FirstPacketID: 100 * id, Amounts: []int64{10}, Split: &commit})
+	}
+	if err := write(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(2); !errors.Is(err, pgstore.ErrShareCodeTaken) {
+		t.Fatalf("second envelope with the same share code: %v, want ErrShareCodeTaken", err)
+	}
+	for id, want := range map[int64]int{1: 1, 2: 0} {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM split_commitments WHERE envelope_id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("envelope %d has %d commitments, want %d", id, n, want)
+		}
+	}
+}

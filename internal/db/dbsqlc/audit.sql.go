@@ -117,8 +117,9 @@ type AuditOrphansRow struct {
 // passes the smallest bigint and reads them whole. Two tables may hold rows
 // of envelopes that do not exist, by design: idempotency_keys (a key whose
 // envelope retention removed still answers a repeated create) and
-// split_commitments (a create writes its commitment before the envelope's
-// transaction, and one that fails after it leaves the commitment behind).
+// split_commitments (a create of an earlier version wrote its commitment
+// before the envelope's transaction, and one that failed after it left the
+// commitment behind; now both are in one transaction).
 func (q *Queries) AuditOrphans(ctx context.Context, arg AuditOrphansParams) ([]AuditOrphansRow, error) {
 	rows, err := q.db.Query(ctx, AuditOrphans, arg.MaxRows, arg.MinEnvelopeID)
 	if err != nil {

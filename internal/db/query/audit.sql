@@ -102,8 +102,9 @@ FROM claim_conflicts WHERE found_at >= @since ORDER BY id;
 -- passes the smallest bigint and reads them whole. Two tables may hold rows
 -- of envelopes that do not exist, by design: idempotency_keys (a key whose
 -- envelope retention removed still answers a repeated create) and
--- split_commitments (a create writes its commitment before the envelope's
--- transaction, and one that fails after it leaves the commitment behind).
+-- split_commitments (a create of an earlier version wrote its commitment
+-- before the envelope's transaction, and one that failed after it left the
+-- commitment behind; now both are in one transaction).
 WITH o AS (
     SELECT 'packet_pool'::text AS tbl, p.envelope_id, count(*) AS n FROM packet_pool p
     WHERE p.envelope_id >= @min_envelope_id AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = p.envelope_id)
