@@ -128,7 +128,7 @@ func (s *Service) pruneKeys(ctx context.Context, now time.Time) {
 func envelopeOf(e pgstore.Envelope) Envelope {
 	out := Envelope{ID: e.ID, SenderID: e.SenderID, TotalCents: e.TotalCents, Count: e.Count,
 		Status: e.Status, ExpiresAt: e.ExpiresAt, Kind: e.Kind, RecipientsCount: e.RecipientsCount,
-		HasPassword: e.PasswordDigest != nil, Greeting: e.Greeting, Metadata: e.Metadata, StartsAt: e.CreatedAt}
+		HasPassword: e.PasswordDigest != nil, Greeting: e.Greeting, Metadata: asCreated(e.Metadata), StartsAt: e.CreatedAt}
 	if e.ShareCode != nil {
 		out.ShareCode = *e.ShareCode
 	}

@@ -41,3 +41,27 @@ func TestIdempotentAnswerRecordedAfterTheCallerLeft(t *testing.T) {
 		t.Errorf("retry: %s (replayed %v), %v; want the first answer %s", retry.Body, retry.Replayed, err, first.Body)
 	}
 }
+
+// An answer rebuilt from the envelope (the first was never recorded) holds
+// the metadata in the bytes the create answered it with, though PostgreSQL
+// keeps it as jsonb, which orders keys its own way and escapes nothing.
+func TestIdempotentAnswerRebuiltWithTheCreatesMetadata(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	req := envelope.CreateRequest{SenderID: "s", TotalCents: 300, Count: 3,
+		Metadata: map[string]string{"b": "1", "aa": "<&>", "ccc": "é"}}
+	ir := idempotency.Request{Key: "order-2", Fingerprint: bytes.Repeat([]byte{8}, 32)}
+	render := func(e grab.Envelope) ([]byte, error) { return json.Marshal(e) }
+	first, err := s.Svc.CreateIdempotent(t.Context(), req, ir, render)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if recording the first answer had failed.
+	if _, err := s.Pool.Exec(t.Context(), `UPDATE idempotency_keys SET response_status = NULL, response_body = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := s.Svc.CreateIdempotent(t.Context(), req, ir, render)
+	if err != nil || !retry.Replayed || !bytes.Equal(retry.Body, first.Body) {
+		t.Errorf("rebuilt answer: %s (replayed %v), %v; want the first answer %s", retry.Body, retry.Replayed, err, first.Body)
+	}
+}

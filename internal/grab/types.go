@@ -38,13 +38,30 @@ type Status struct {
 	Best            *ClaimedPacket  // the luckiest grab, once shown (see bestShown)
 }
 
+// asCreated is stored metadata in the bytes the create answered it with:
+// PostgreSQL's jsonb orders keys its own way and escapes nothing, and an
+// idempotent create's answer rebuilt from the row must be the first one
+// byte for byte. Metadata that does not read as the create wrote it (a
+// DBA's edit) is given as stored.
+func asCreated(stored json.RawMessage) json.RawMessage {
+	var m map[string]string
+	if json.Unmarshal(stored, &m) != nil || m == nil {
+		return stored
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return stored
+	}
+	return b
+}
+
 // statusOf is the part of a Status an envelope's row gives.
 func statusOf(e pgstore.Envelope) Status {
 	st := Status{
 		ID: e.ID, SenderID: e.SenderID, Status: e.Status, TotalCents: e.TotalCents, Count: e.Count,
 		RefundedCents: e.RefundedCents, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
 		SettledAt: e.SettledAt, ClosedAt: e.ClosedAt, Kind: e.Kind, RecipientsCount: e.RecipientsCount,
-		HasPassword: e.PasswordDigest != nil, Greeting: e.Greeting, Metadata: e.Metadata, StartsAt: e.CreatedAt,
+		HasPassword: e.PasswordDigest != nil, Greeting: e.Greeting, Metadata: asCreated(e.Metadata), StartsAt: e.CreatedAt,
 	}
 	if e.ShareCode != nil {
 		st.ShareCode = *e.ShareCode
