@@ -109,7 +109,7 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err != nil {
 		reqctx.Logger(ctx, s.log).Error("envelope could not be opened; the flusher repairs or gives it up",
 			zap.Int64("envelope_id", id), zap.Error(err))
-		return Envelope{}, fmt.Errorf("%w: envelope %d could not be opened: %v", ErrUnavailable, id, err)
+		return Envelope{}, &NotOpenedError{EnvelopeID: id, Err: err}
 	}
 	return Envelope{
 		ID: id, ShareCode: *row.ShareCode, SenderID: row.SenderID, TotalCents: row.TotalCents, Count: count,

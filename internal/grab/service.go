@@ -6,6 +6,7 @@ package grab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -30,6 +31,21 @@ var (
 	// another one, or none.
 	ErrWrongPassword = errors.New("wrong password")
 )
+
+// NotOpenedError is a create whose envelope was written but could not be
+// opened (Redis failed): the envelope exists, stays loading, and the
+// flusher opens it (or gives it up and refunds it). It is ErrUnavailable
+// too; its caller must not create the envelope again.
+type NotOpenedError struct {
+	EnvelopeID int64
+	Err        error
+}
+
+func (e *NotOpenedError) Error() string {
+	return fmt.Sprintf("envelope %d written but not opened: %v", e.EnvelopeID, e.Err)
+}
+
+func (e *NotOpenedError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 
 // EnvelopeIDMaxAge is the sequence.Options.MaxAge of envelope ids: ids of
 // envelopes created more than about this far apart (and a reservation's

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -35,6 +36,7 @@ func badRequest(msg string) *apiError {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var fe *envelope.FieldError
+	var notOpened *grab.NotOpenedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -70,6 +72,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusForbidden, "wrong_password", "the password is missing or wrong"}
 	case errors.Is(err, ids.ErrExhausted):
 		return &apiError{http.StatusServiceUnavailable, "resource_exhausted", err.Error()}
+	case errors.As(err, &notOpened):
+		return &apiError{http.StatusServiceUnavailable, "unavailable", fmt.Sprintf(
+			"envelope %d was written and will be opened shortly (or given up and refunded): do not create it again", notOpened.EnvelopeID)}
 	case errors.Is(err, grab.ErrUnavailable), errors.Is(err, events.ErrUnavailable):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "temporarily unavailable, retry later"}
 	}

@@ -173,14 +173,15 @@ func TestIdempotentCreateInProgress(t *testing.T) {
 		Count: 4, CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
 	key := &pgstore.IdempotencyKey{Key: "slow", RequestSHA256: idempotency.Fingerprint([]byte(idemBody)),
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	if err := s.PG.InsertEnvelopeFor(t.Context(), e, 7000, []int64{250, 250, 250, 250}, nil, key); err != nil {
+	if err := s.PG.InsertEnvelopeFor(t.Context(), e, pgstore.NewEnvelope{FirstPacketID: 7000,
+		Amounts: []int64{250, 250, 250, 250}, Key: key}); err != nil {
 		t.Fatal(err)
 	}
 	requireError(t, c.createKeyed("slow", idemBody), http.StatusConflict, "idempotency_in_progress")
 	other := strings.Replace(idemBody, `"count":4`, `"count":5`, 1)
 	requireError(t, c.createKeyed("slow", other), http.StatusUnprocessableEntity, "idempotency_mismatch")
 	if err := s.PG.InsertEnvelopeFor(t.Context(), pgstore.Envelope{ID: 778, SenderID: "x", TotalCents: 1, Count: 1,
-		CreatedAt: now, ExpiresAt: now.Add(time.Minute)}, 8000, []int64{1}, nil, key); err == nil {
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute)}, pgstore.NewEnvelope{FirstPacketID: 8000, Amounts: []int64{1}, Key: key}); err == nil {
 		t.Error("a second envelope with a live key was written")
 	}
 	if _, err := s.PG.MarkLoaded(t.Context(), e.ID); err != nil {
