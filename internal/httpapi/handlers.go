@@ -14,12 +14,37 @@ type createRequest struct {
 	TotalCents       int64             `json:"total_cents"`
 	Count            int64             `json:"count"`
 	ExpiresInSeconds *int64            `json:"expires_in_seconds"`
-	Kind             envelope.Kind     `json:"kind"`
+	Kind             *envelope.Kind    `json:"kind"`
 	Recipients       []string          `json:"recipients"`
 	Password         *string           `json:"password"`
 	Greeting         string            `json:"greeting"`
 	Metadata         map[string]string `json:"metadata"`
-	StartsAt         string            `json:"starts_at"`
+	StartsAt         *string           `json:"starts_at"`
+}
+
+// envelopeRequest is req as the envelope package takes it, where a kind or
+// starts_at of "" means one left out. Given as "", each is refused as the
+// value it is not (one of random and fixed, an RFC 3339 time), not read as
+// the default.
+func (req createRequest) envelopeRequest() (envelope.CreateRequest, error) {
+	creq := envelope.CreateRequest{
+		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
+		ExpiresInSeconds: req.ExpiresInSeconds, Recipients: req.Recipients,
+		Password: req.Password, Greeting: req.Greeting, Metadata: req.Metadata,
+	}
+	if req.Kind != nil {
+		if *req.Kind == "" {
+			return creq, &envelope.FieldError{Field: "kind", Problem: "must be random or fixed"}
+		}
+		creq.Kind = *req.Kind
+	}
+	if req.StartsAt != nil {
+		if *req.StartsAt == "" {
+			return creq, &envelope.FieldError{Field: "starts_at", Problem: "must be an RFC 3339 time, e.g. 2026-11-21T10:00:00Z"}
+		}
+		creq.StartsAt = *req.StartsAt
+	}
+	return creq, nil
 }
 
 type createResponse struct {
@@ -63,10 +88,10 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	creq := envelope.CreateRequest{
-		SenderID: req.SenderID, TotalCents: req.TotalCents, Count: req.Count,
-		ExpiresInSeconds: req.ExpiresInSeconds, Kind: req.Kind, Recipients: req.Recipients,
-		Password: req.Password, Greeting: req.Greeting, Metadata: req.Metadata, StartsAt: req.StartsAt,
+	creq, err := req.envelopeRequest()
+	if err != nil {
+		a.writeError(w, r, err)
+		return
 	}
 	if keyed {
 		a.createIdempotent(w, r, creq, idempotency.Request{Key: key, Fingerprint: idempotency.Fingerprint(body)})

@@ -13,6 +13,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"redpacket/internal/envelope"
 )
 
 // maxBody is the largest request body accepted: room for the largest create
@@ -73,7 +75,54 @@ func readBodyInto(r *http.Request, buf []byte) ([]byte, error) {
 // but whitespace after the object. encoding/json does none of these: another
 // parser reading the same body (a gateway, the campaign backend) could see
 // other values than the service.
-var strict = jsonv2.RejectUnknownMembers(true)
+//
+// strictNullCheck adds a rule of the API's own: no member, nor any value
+// inside one (a metadata value, a recipient), is JSON null, but those of
+// nullableMembers. The decoder would read null as the field's zero value,
+// so "password":null or "recipients":null would create an envelope without
+// its password or its recipients, where a parser that keeps nulls, or a
+// gateway holding bodies to the contract (which types no other field as
+// nullable), sees a request to refuse. Its unmarshalers cost a call before
+// every value, so only a body holding the bytes "null" is read with them:
+// a null is spelled so (in a string they may be text; the unmarshalers then
+// find nothing), and bytes.Contains looks at a grab's few bytes in
+// nanoseconds where the calls take tens.
+var (
+	strict          = jsonv2.RejectUnknownMembers(true)
+	strictNullCheck = jsonv2.JoinOptions(strict, jsonv2.WithUnmarshalers(nullRefused))
+	nullToken       = []byte("null")
+)
+
+// nullRefused refuses a null for every type a request body's field, or a
+// value inside one, has (handlers.go); TestContractFieldsRefuseNull finds a
+// field whose type is missing. One function per concrete type, not one
+// taking any: the decoder converts each value to an interface for that,
+// allocating.
+var nullRefused = jsonv2.JoinUnmarshalers(
+	refuseNull[string](), refuseNull[int64](), refuseNull[envelope.Kind](),
+	refuseNull[[]string](), refuseNull[map[string]string](),
+	refuseNull[*string](), refuseNull[*int64](), refuseNull[*envelope.Kind](),
+)
+
+// nullableMembers are the members whose null the API documents as meaning
+// the default, as leaving them out does.
+var nullableMembers = map[jsontext.Pointer]bool{"/expires_in_seconds": true}
+
+// errNull is the cause of a refused null.
+var errNull = errors.New("null is not allowed")
+
+// refuseNull returns the unmarshaler called before a value of type T is
+// decoded. It refuses a null, reporting the Go type it would have gone
+// into; any other value it leaves to the decoder (errors.ErrUnsupported:
+// skip), reading nothing and allocating nothing.
+func refuseNull[T any]() *jsonv2.Unmarshalers {
+	return jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ *T) error {
+		if dec.PeekKind() != 'n' || nullableMembers[dec.StackPointer()] {
+			return errors.ErrUnsupported
+		}
+		return &jsonv2.SemanticError{JSONKind: 'n', GoType: reflect.TypeFor[T](), Err: errNull}
+	})
+}
 
 func decodeBody(body []byte, v any, allowEmpty bool) error {
 	// Only JSON's own whitespace: bytes.TrimSpace would also drop Unicode
@@ -85,7 +134,11 @@ func decodeBody(body []byte, v any, allowEmpty bool) error {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return badRequest("request body must be a JSON object")
 	}
-	if err := jsonv2.Unmarshal(trimmed, v, strict); err != nil {
+	opts := strict
+	if bytes.Contains(trimmed, nullToken) {
+		opts = strictNullCheck
+	}
+	if err := jsonv2.Unmarshal(trimmed, v, opts); err != nil {
 		return badRequest(describeJSONError(err))
 	}
 	return nil
@@ -97,20 +150,32 @@ func describeJSONError(err error) string {
 	var sem *jsonv2.SemanticError
 	switch {
 	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
-		return fieldName(syn.JSONPointer) + ": given more than once"
+		return where(syn.JSONPointer) + "given more than once"
 	case errors.As(err, &syn):
 		return fmt.Sprintf("malformed JSON: %v (at byte %d)", syn.Err, syn.ByteOffset)
 	case errors.As(err, &sem) && errors.Is(err, jsonv2.ErrUnknownName):
-		return "unknown field " + strconv.Quote(fieldName(sem.JSONPointer))
+		return "unknown field " + strconv.Quote(sem.JSONPointer.LastToken())
+	case errors.As(err, &sem) && errors.Is(err, errNull) && sem.GoType != nil:
+		return where(sem.JSONPointer) + "must be " + jsonKind(sem.GoType) + ", not null"
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil:
-		return fieldName(sem.JSONPointer) + ": must be " + jsonKind(sem.GoType)
+		return where(sem.JSONPointer) + "must be " + jsonKind(sem.GoType)
 	}
 	return "request body does not match the request's fields"
 }
 
-// fieldName is the member a JSON pointer such as "/total_cents" points at
-// (request bodies are flat objects).
-func fieldName(p jsontext.Pointer) string { return p.LastToken() }
+// where begins a message about the value a JSON pointer points at with the
+// request's field that holds it: "total_cents: " for "/total_cents", and
+// for a value inside a field (a metadata value, a recipient) the field and
+// the pointer, "metadata: /metadata/k ".
+func where(p jsontext.Pointer) string {
+	for field := range p.Tokens() {
+		if p.Parent() == "" {
+			return field + ": "
+		}
+		return field + ": " + string(p) + " "
+	}
+	return ""
+}
 
 // jsonKind is what a field of type t holds, as the API document says it.
 func jsonKind(t reflect.Type) string {
@@ -124,6 +189,8 @@ func jsonKind(t reflect.Type) string {
 		return "a JSON number, a whole one in range"
 	case reflect.Struct, reflect.Map:
 		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
 	}
 	return "a JSON " + t.Kind().String()
 }
