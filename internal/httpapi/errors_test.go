@@ -11,8 +11,12 @@ import (
 	"redpacket/internal/pgstore"
 )
 
-// maxBody is the documented body limit (256 KiB).
-const maxBody = 256 << 10
+// maxBody and maxCreateBody are the documented body limits (64 KiB; a
+// create's 256 KiB).
+const (
+	maxBody       = 64 << 10
+	maxCreateBody = 256 << 10
+)
 
 // padded returns the JSON object of fields (without braces), padded with
 // whitespace inside the braces to exactly size bytes: a valid body whose only
@@ -91,7 +95,7 @@ var invalidCreates = []invalidCreate{
 	{"total_cents as string", `{"sender_id":"u-1","total_cents":"100","count":1}`, "total_cents"},
 	{"sender_id as number", `{"sender_id":5,"total_cents":100,"count":1}`, "sender_id"},
 	{"expires_in_seconds as string", `{` + validCreate + `,"expires_in_seconds":"60"}`, "expires_in_seconds"},
-	{"body over 256 KiB", padded(validCreate, maxBody+1), "larger"},
+	{"body over 256 KiB", padded(validCreate, maxCreateBody+1), "larger"},
 	{"leading NBSP (not JSON whitespace)", "\u00a0{" + validCreate + "}", "JSON object"},
 	// Each field has one spelling and is given once: another parser
 	// (a gateway, the campaign backend) must not read other money.
@@ -148,7 +152,7 @@ func TestGrabInvalidArgument(t *testing.T) {
 		{"user_id as number", `{"user_id":42}`, "user_id"},
 		{"user_id as object", `{"user_id":{"id":"a"}}`, "user_id"},
 		{"unknown field", `{"user_id":"u-1","amount":5}`, "amount"},
-		{"body over 256 KiB", padded(`"user_id":"u-1"`, maxBody+1), "larger"},
+		{"body over 64 KiB", padded(`"user_id":"u-1"`, maxBody+1), "larger"},
 		{"name in upper case", `{"USER_ID":"dave"}`, "USER_ID"},
 		{"name in mixed case", `{"User_Id":"dave"}`, "User_Id"},
 		{"long s (U+017F), which folds to s", "{\"u\u017fer_id\":\"dave\"}", "u\u017fer_id"},

@@ -20,7 +20,7 @@ var grabPrefix, grabSuffix = []byte(`{"user_id":"`), []byte(`"}`)
 // decodeGrab reads a grab request body. One with a password takes the
 // strict decoder's way.
 func decodeGrab(w http.ResponseWriter, r *http.Request) (grabRequest, error) {
-	body, err := readBody(w, r)
+	body, err := readBody(w, r, maxBody)
 	if err != nil {
 		return grabRequest{}, err
 	}

@@ -78,7 +78,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	body, err := readBody(w, r)
+	body, err := readBody(w, r, maxCreateBody)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

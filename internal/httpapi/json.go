@@ -17,39 +17,46 @@ import (
 	"redpacket/internal/envelope"
 )
 
-// maxBody is the largest request body accepted: room for the largest create
-// the limits allow (1,000 recipients of 64 characters, 67 KB; 20 metadata
-// values of 500 characters, each a \u escape pair, 121 KB; the rest).
-const maxBody = 256 << 10
+// maxBody is the largest request body accepted, but for a create's.
+// readBody makes room for the length a body declares, up to its limit: a
+// small one keeps a slow client declaring a large body from holding more.
+const maxBody = 64 << 10
+
+// maxCreateBody is the largest create body accepted: room for the largest
+// create the limits allow (1,000 recipients of 64 characters, 67 KB; 20
+// metadata values of 500 characters, each a \u escape pair, 121 KB; the
+// rest).
+const maxCreateBody = 256 << 10
 
 // decode reads the request body into v strictly: one JSON object of at most
 // maxBody bytes, each member a field of v spelled exactly as its tag, none
 // given twice, nothing after it. An empty body is allowed when allowEmpty
 // (it decodes as {}).
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
-	body, err := readBody(w, r)
+	body, err := readBody(w, r, maxBody)
 	if err != nil {
 		return err
 	}
 	return decodeBody(body, v, allowEmpty)
 }
 
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if n := r.ContentLength; n >= 0 && n <= maxBody {
+// readBody reads a request body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= limit {
 		return readBodyInto(r, make([]byte, 0, n+1))
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, badRequest(fmt.Sprintf("request body is larger than %d bytes", maxBody))
+		return nil, badRequest(fmt.Sprintf("request body is larger than %d bytes", limit))
 	case err != nil:
 		return nil, badRequest("could not read request body")
 	}
 	return body, nil
 }
 
-// readBodyInto reads a body of a known length, no larger than maxBody, into
+// readBodyInto reads a body of a known length, no larger than its limit, into
 // buf's room (at least its length plus one, so that the read that finds the
 // end needs no more), without http.MaxBytesReader and the growing buffer of
 // io.ReadAll: the server's body reader stops at the length it declared.

@@ -97,7 +97,7 @@ func TestCreateAcceptsBoundaries(t *testing.T) {
 		{"expires_in_seconds 1", `{"sender_id":"u-1","total_cents":5,"count":1,"expires_in_seconds":1}`, "u-1", 5, 1, 1},
 		{"expires_in_seconds 7 days", `{"sender_id":"u-1","total_cents":5,"count":1,"expires_in_seconds":604800}`, "u-1", 5, 1, 604800},
 		{"fields in another order, whitespace around", " \n{\"count\":1,\"expires_in_seconds\":60,\"total_cents\":5,\"sender_id\":\"u-1\"}\n ", "u-1", 5, 1, 60},
-		{"body of exactly 256 KiB", padded(`"sender_id":"u-1","total_cents":5,"count":1,"expires_in_seconds":60`, maxBody), "u-1", 5, 1, 60},
+		{"body of exactly 256 KiB", padded(`"sender_id":"u-1","total_cents":5,"count":1,"expires_in_seconds":60`, maxCreateBody), "u-1", 5, 1, 60},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
