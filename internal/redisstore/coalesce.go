@@ -27,7 +27,8 @@ type coalescer struct {
 
 type pendingGrab struct {
 	call  grabCall
-	reply chan grabReply // buffered: a worker never waits for a caller
+	ctx   context.Context // the caller's: one gone by the time it is sent is not
+	reply chan grabReply  // buffered: a worker never waits for a caller
 }
 
 // coalesceTimeout bounds one pipeline; a caller's own context may end sooner.
@@ -62,7 +63,7 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	default:
 	}
 	p := pendingPool.Get().(*pendingGrab)
-	p.call = g
+	p.call, p.ctx = g, ctx
 	// The queue has room but under overload, and then a send that does not
 	// wait needs neither the context's channel nor a three-way select.
 	select {
@@ -74,6 +75,7 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	}
 	select {
 	case r := <-p.reply:
+		p.ctx = nil
 		pendingPool.Put(p)
 		return r
 	case <-ctx.Done():
@@ -99,9 +101,11 @@ func (c *coalescer) enqueue(ctx context.Context, p *pendingGrab) (grabReply, boo
 	case c.in <- p:
 		return grabReply{}, true
 	case <-ctx.Done():
+		p.ctx = nil
 		pendingPool.Put(p)
 		return grabReply{err: fmt.Errorf("%w: %w", errNotSent, ctx.Err())}, false
 	case <-c.quit:
+		p.ctx = nil
 		pendingPool.Put(p)
 		return grabReply{err: fmt.Errorf("%w: %w", errNotSent, redis.ErrClosed)}, false
 	}
@@ -157,9 +161,22 @@ type shardCall struct {
 // does not know yet (a restarted Redis) fails with NOSCRIPT without running;
 // such a batch is sent again once the script is loaded.
 func (c *coalescer) send(batch []*pendingGrab, groups *callGroups) {
+	// A grab whose caller left while it waited in the queue is not sent:
+	// it would grant a packet no one is told about.
+	live := batch[:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.reply <- grabReply{err: fmt.Errorf("%w: %w", errNotSent, err)}
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), coalesceTimeout)
 	defer cancel()
-	calls := groups.group(batch)
+	calls := groups.group(live)
 	c.run(ctx, calls)
 	// Only the calls that did not run are sent again: the others granted
 	// packets, and running them twice would answer their users' first grabs

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/testenv"
 )
 
 // A grab that passed the stop check just before the stop and then found
@@ -27,5 +29,37 @@ func TestGrabQueuedAsTheCoalescerStopsIsRefused(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("grab queued after the stop answered after %v", d)
+	}
+}
+
+// A grab whose caller left while it waited in the queue is not sent when a
+// worker takes it: it takes no packet no one would be told about, and the
+// grabs beside it are sent as usual.
+func TestQueuedGrabOfAGoneCallerIsNotSent(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := New(rdb, prefix, 4)
+	newMemNumbering(s, 10, 1000, time.UTC)
+	now := time.Now()
+	packets := []Packet{{ID: 1, AmountCents: 5}, {ID: 2, AmountCents: 5}, {ID: 3, AmountCents: 5}}
+	if ok, err := s.LoadEnvelope(t.Context(), 7, now.Add(time.Hour), 15, packets); err != nil || !ok {
+		t.Fatalf("load = %v, %v", ok, err)
+	}
+	if _, err := s.Grab(t.Context(), 7, "first", now); err != nil { // supplies the shard's order numbers
+		t.Fatal(err)
+	}
+	gone, leave := context.WithCancel(t.Context())
+	leave()
+	c := &coalescer{store: s}
+	left := &pendingGrab{call: s.newGrab(7, "gone", now, 1), ctx: gone, reply: make(chan grabReply, 1)}
+	here := &pendingGrab{call: s.newGrab(7, "here", now, 1), ctx: t.Context(), reply: make(chan grabReply, 1)}
+	c.send([]*pendingGrab{left, here}, &callGroups{})
+	if r := <-left.reply; !errors.Is(r.err, context.Canceled) || !TookNothing(r.err) {
+		t.Errorf("grab of the gone caller = %v, want context.Canceled, nothing taken", r.err)
+	}
+	if r := <-here.reply; r.err != nil {
+		t.Errorf("grab beside it = %v", r.err)
+	}
+	if n, err := rdb.LLen(t.Context(), s.keys.Pool(7)).Result(); err != nil || n != 1 {
+		t.Errorf("pool holds %d packets (%v), want 1: only the caller still there took one", n, err)
 	}
 }
