@@ -105,12 +105,17 @@ func wantPartition(t *testing.T, held [][]int, shards, maxEach int) {
 func TestLeaseSessionKeepsItsLocksAlive(t *testing.T) {
 	t.Parallel()
 	_, url := testenv.Postgres(t)
-	for _, tc := range []struct{ url, idle string }{{url, "5"}, {withParam(url, "tcp_keepalives_idle", "7"), "7"}} {
+	for _, tc := range []struct{ url, idle string }{
+		{url, "5"},
+		{withParam(url, "tcp_keepalives_idle", "7"), "7"},
+		{withParam(url, "options", "-c%20tcp_keepalives_idle%3D9"), "9"},
+	} {
 		l := NewLeases(tc.url, 4, zaptest.NewLogger(t))
 		if _, err := l.Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		for setting, want := range map[string]string{"tcp_keepalives_idle": tc.idle, "tcp_keepalives_interval": "1", "tcp_keepalives_count": "3"} {
+		for setting, want := range map[string]string{"tcp_keepalives_idle": tc.idle, "tcp_keepalives_interval": "1",
+			"tcp_keepalives_count": "3", "tcp_user_timeout": "8000"} {
 			var got string
 			if err := l.conn.QueryRow(t.Context(), "SELECT current_setting($1)", setting).Scan(&got); err != nil {
 				t.Fatal(err)

@@ -40,18 +40,24 @@ func Session(databaseURL string) string {
 // once; one whose host dies (power, kernel, network) sends nothing, and the
 // server would hold its locks until the system's keepalive noticed, two
 // hours by default. With these it notices within about 8 s: 5 s idle, then
-// three probes a second apart. They apply to TCP only.
+// three probes a second apart. Keepalives are not sent while the server's
+// last reply is unacknowledged (a host that died just as it was answered):
+// then tcp_user_timeout ends the wait for the acknowledgement after 8 s,
+// where retransmissions would go on for about 15 minutes. They apply to
+// TCP only.
 var lockKeepalives = map[string]string{
 	"tcp_keepalives_idle":     "5",
 	"tcp_keepalives_interval": "1",
 	"tcp_keepalives_count":    "3",
+	"tcp_user_timeout":        "8000",
 }
 
 // KeepLocksAlive adds lockKeepalives to a session's run-time parameters,
-// but for any the URL sets itself.
+// but for any the URL sets itself, as a parameter of its own or in its
+// options (-c name=value), which these would otherwise override.
 func KeepLocksAlive(params map[string]string) {
 	for k, v := range lockKeepalives {
-		if _, ok := params[k]; !ok {
+		if _, ok := params[k]; !ok && !strings.Contains(params["options"], k) {
 			params[k] = v
 		}
 	}
