@@ -106,6 +106,10 @@ func (l Limits) Check(r CreateRequest, now time.Time) (Checked, error) {
 }
 
 // expiry turns the optional expires_in_seconds into a duration.
+// ExpiresIn is the lifetime a request's expires_in_seconds asks for (nil:
+// DefaultExpiresIn), from its start.
+func ExpiresIn(seconds *int64) (time.Duration, error) { return expiry(seconds) }
+
 func expiry(seconds *int64) (time.Duration, error) {
 	if seconds == nil {
 		return DefaultExpiresIn, nil

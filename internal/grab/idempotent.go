@@ -38,7 +38,7 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	rec, err := s.pg.IdempotencyKey(ctx, client, ir.Key, now)
 	switch {
 	case err == nil:
-		return s.repeat(ctx, client, ir, rec, render)
+		return s.repeat(ctx, client, req, ir, rec, render)
 	case !errors.Is(err, pgstore.ErrNoIdempotencyKey):
 		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -52,7 +52,7 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 		if err != nil {
 			return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		return s.repeat(ctx, client, ir, rec, render)
+		return s.repeat(ctx, client, req, ir, rec, render)
 	}
 	if err != nil {
 		return idempotency.Answer{}, err
@@ -67,8 +67,8 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 }
 
 // repeat answers a request whose key has a live row.
-func (s *Service) repeat(ctx context.Context, client string, ir idempotency.Request, rec pgstore.IdempotencyRecord,
-	render Render) (idempotency.Answer, error) {
+func (s *Service) repeat(ctx context.Context, client string, req envelope.CreateRequest, ir idempotency.Request,
+	rec pgstore.IdempotencyRecord, render Render) (idempotency.Answer, error) {
 	if !bytes.Equal(rec.RequestSHA256, ir.Fingerprint) {
 		return idempotency.Answer{}, idempotency.ErrMismatch
 	}
@@ -89,7 +89,17 @@ func (s *Service) repeat(ctx context.Context, client string, ir idempotency.Requ
 		return idempotency.Answer{}, fmt.Errorf("%w: envelope %d of this idempotency key could not be opened",
 			ErrUnavailable, e.ID)
 	}
+	// As the create answered it: open, expiring when the request asked
+	// (the same request: its fingerprint matched), though a close since
+	// moved the expiry and a settlement the status. (A create answers
+	// sold_out only if every packet was claimed before it was marked open,
+	// which a repair of a slow create can do; such an answer is rebuilt
+	// open.)
 	out := envelopeOf(e)
+	out.Status = envelope.StatusOpen
+	if ttl, err := envelope.ExpiresIn(req.ExpiresInSeconds); err == nil {
+		out.ExpiresAt = out.StartsAt.Add(ttl)
+	}
 	switch out.SplitCommitment, err = s.pg.Commitment(ctx, e.ID); {
 	case errors.Is(err, pgstore.ErrNoCommitment): // created before commitments were kept
 	case err != nil:

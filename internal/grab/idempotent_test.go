@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
@@ -42,9 +43,11 @@ func TestIdempotentAnswerRecordedAfterTheCallerLeft(t *testing.T) {
 	}
 }
 
-// An answer rebuilt from the envelope (the first was never recorded) holds
-// the metadata in the bytes the create answered it with, though PostgreSQL
-// keeps it as jsonb, which orders keys its own way and escapes nothing.
+// An answer rebuilt from the envelope (the first was never recorded) is the
+// first byte for byte: open, with the expiry the request asked for, though
+// the envelope was closed since, and the metadata in the bytes the create
+// answered it with, though PostgreSQL keeps it as jsonb, which orders keys
+// its own way and escapes nothing.
 func TestIdempotentAnswerRebuiltWithTheCreatesMetadata(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
@@ -56,8 +59,17 @@ func TestIdempotentAnswerRebuiltWithTheCreatesMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As if recording the first answer had failed.
+	// As if recording the first answer had failed; then the sender closes
+	// the envelope, which moves its expiry and status.
 	if _, err := s.Pool.Exec(t.Context(), `UPDATE idempotency_keys SET response_status = NULL, response_body = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	var e grab.Envelope
+	if err := json.Unmarshal(first.Body, &e); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(time.Minute)
+	if _, err := s.Svc.Close(t.Context(), e.ID); err != nil {
 		t.Fatal(err)
 	}
 	retry, err := s.Svc.CreateIdempotent(t.Context(), req, ir, render)
