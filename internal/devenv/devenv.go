@@ -1,6 +1,7 @@
 // Package devenv runs the whole service on one machine for development
 // (`make dev`): PostgreSQL and Redis named by the environment, or throwaway
-// servers of its own when they are not; the schema migrated; a grabber and
+// servers of its own when neither is (never one of each); the schema
+// migrated; a grabber and
 // a flusher. It prints where everything is and a first request, and stops
 // everything it started, in order, when its context ends (Ctrl-C).
 package devenv
@@ -28,11 +29,45 @@ type Config struct {
 	Logs   io.Writer           // where the daemons' logs go (stderr)
 }
 
+// SettingsError is an environment Run refuses before it starts anything;
+// cmd/devenv exits 2 for it, as the daemons do for a setting they refuse.
+type SettingsError struct{ msg string }
+
+func (e *SettingsError) Error() string { return e.msg }
+
+// checkServers refuses DATABASE_URL without REDIS_URL (or
+// REDIS_CLUSTER_ADDRS), and the other way round: a throwaway server next to
+// a real one mixes their data. The flusher would write the real Redis's
+// queued claims into a throwaway PostgreSQL as conflicts, remove them from
+// the queue and suspend their envelopes (grabs answered 200, lost); or it
+// would take every shard of an empty throwaway Redis for one that lost its
+// data and suspend every open envelope of the real ledger.
+func checkServers(getenv func(string) string) error {
+	db := getenv("DATABASE_URL") != ""
+	redis := getenv("REDIS_URL") != "" || getenv("REDIS_CLUSTER_ADDRS") != ""
+	if db == redis {
+		return nil
+	}
+	set, unset := "DATABASE_URL", "REDIS_URL (or REDIS_CLUSTER_ADDRS)"
+	if redis {
+		set, unset = unset, "DATABASE_URL"
+	}
+	return &SettingsError{fmt.Sprintf("%s is set but %s is not: set both, to run on servers of your own, "+
+		"or neither, to run on throwaway ones; a throwaway server next to a real one would mix their data "+
+		"(the flusher would move the real Redis's claims into a throwaway PostgreSQL, or suspend the real "+
+		"ledger's open envelopes)", set, unset)}
+}
+
 // Run starts the service and keeps it running until ctx ends, then stops
 // the daemons (SIGTERM, as a supervisor would) and the servers it started.
 // It returns early, with an error, when something fails to start or a
-// daemon exits by itself.
+// daemon exits by itself; with a *SettingsError, having started nothing,
+// when only one of DATABASE_URL and REDIS_URL (or REDIS_CLUSTER_ADDRS) is
+// set.
 func Run(ctx context.Context, cfg Config) (err error) {
+	if err := checkServers(cfg.Getenv); err != nil {
+		return err
+	}
 	env, stopServers, err := servers(ctx, cfg)
 	defer func() { err = errors.Join(err, stopServers()) }()
 	if err != nil {
@@ -84,7 +119,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 // servers returns the daemons' environment: this process's, with
 // DATABASE_URL and REDIS_URL of throwaway servers when they are not set
-// (REDIS_CLUSTER_ADDRS stands for REDIS_URL). stop stops those servers.
+// (REDIS_CLUSTER_ADDRS stands for REDIS_URL; checkServers has made sure
+// that both are set or neither). stop stops those servers.
 func servers(ctx context.Context, cfg Config) (env *environ, stop func() error, err error) {
 	env = newEnviron(os.Environ())
 	var started []*throwaway.Server
