@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	_ "time/tzdata" // ID_TIME_ZONE works on hosts and images without a zone database
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
