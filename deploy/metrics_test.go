@@ -46,6 +46,7 @@ func exported(t *testing.T) map[string]family {
 		mux.Handle("GET /x", http.NotFoundHandler())
 		telemetry.InstrumentHTTP(mux).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
 		telemetry.PendingClaims.WithLabelValues("0").Set(0)
+		telemetry.FlushBatches.WithLabelValues("0").Add(0)
 	})
 
 	out := map[string]family{}

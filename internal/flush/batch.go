@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -78,6 +79,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		f.log.Warn("in-flight batch was replaced while it was written: another flusher took the shard over",
 			zap.Int("shard", shard))
 	}
+	telemetry.FlushBatches.WithLabelValues(strconv.Itoa(shard)).Inc()
 	telemetry.FlushBatchSize.Observe(float64(b.Len()))
 	telemetry.FlushBatchSeconds.Observe(time.Since(start).Seconds())
 	return b.Len(), nil

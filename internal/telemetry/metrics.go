@@ -48,7 +48,7 @@ var (
 		[]string{"result"})
 	GrabSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_grab_duration_seconds",
 		Help:    "Time to answer a grab in the service (Redis round trips included, HTTP excluded).",
-		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)})
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}) // to 6.6 s: GRAB_WAIT_TIMEOUT is up to 5 s
 	SequenceFetches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_sequence_fetches_total",
 		Help: "Segments of ids reserved from the sequence table or a Redis counter, by key."}, []string{"key"})
 	SequenceFetchSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -72,9 +72,15 @@ var (
 		Name:    "redpacket_flush_phase_duration_seconds",
 		Help:    "Time of one phase of a batch: take (Redis), ledger (PostgreSQL: write and commit), check (both), ack (Redis).",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}, []string{"phase"})
+	// FlushBatches counts batches by shard: one shard whose batches stop
+	// while the others go on is a stall the totals do not show.
+	FlushBatches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_flush_batches_total",
+		Help: "Batches written to PostgreSQL and acknowledged in Redis, by shard."}, []string{"shard"})
+	// FlushLagSeconds reaches past an hour: after a PostgreSQL outage claims
+	// wait minutes, and a p99 stuck at the top bucket would say less.
 	FlushLagSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "redpacket_flush_lag_seconds",
 		Help:    "Time from a grab to the commit that made it durable, per claim.",
-		Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})
+		Buckets: prometheus.ExponentialBuckets(1e-3, 2, 23)})
 	FlushErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "redpacket_flush_errors_total",
 		Help: "Flusher rounds that failed and were retried."})
 	Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redpacket_claim_conflicts_total",
@@ -113,6 +119,6 @@ func grabberCollectors() []prometheus.Collector {
 }
 
 func flusherCollectors() []prometheus.Collector {
-	return []prometheus.Collector{PendingClaims, FlushBatchSize, FlushBatchSeconds, FlushPhaseSeconds, FlushLagSeconds, FlushErrors,
+	return []prometheus.Collector{PendingClaims, FlushBatches, FlushBatchSize, FlushBatchSeconds, FlushPhaseSeconds, FlushLagSeconds, FlushErrors,
 		Conflicts, Rejected, Suspended, WebhookDeliveries, EventsPruned}
 }
