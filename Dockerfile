@@ -23,7 +23,11 @@ FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c
 COPY --from=build /out/grabber /out/flusher /usr/local/bin/
 USER nonroot:nonroot
 EXPOSE 8080 9091
-# The grabber's own check of its /healthz (compose runs `flusher healthcheck`
-# for the flusher and none for migrate).
-HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 CMD ["grabber", "healthcheck"]
+# The same image runs the grabber or the flusher, so its check probes
+# whichever daemon runs in the container (found in /proc): the grabber's
+# /healthz on GRABBER_ADDR, the flusher's on FLUSHER_ADDR. A fixed
+# `grabber healthcheck` marked every container running the flusher
+# unhealthy (docker run, Swarm). compose sets each service's own check, and
+# none for migrate, which exits once done.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["flusher", "healthcheck", "-running"]
 CMD ["grabber"]
