@@ -40,6 +40,13 @@ func runAudit(args []string) error {
 	if err := parseFlags(fs, auditSynopsis, args); err != nil {
 		return helpIsDone(err)
 	}
+	if *since <= 0 {
+		// 0 or less would check the unfinished envelopes alone, and still
+		// record a run in audit_last_run as if the audit had been done.
+		fmt.Fprintf(os.Stderr, "flusher audit: -since %s: must be more than 0 (-all checks everything)\n", *since)
+		fmt.Fprintln(os.Stderr, "usage: flusher audit", auditSynopsis)
+		return errUsage
+	}
 	cfg, log, err := loadConfig()
 	if err != nil {
 		return err
