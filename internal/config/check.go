@@ -104,6 +104,53 @@ func checkHostPort(a string, listen bool) error {
 	return nil
 }
 
+// listenersOverlap says whether listening on a and on b (each [host]:port)
+// would clash: the same port, other than 0 (a free port each time), on the
+// same address, or on any address when either host is left out or is
+// 0.0.0.0 or :: (Go listens on every address of the machine for those,
+// IPv4 and IPv6). localhost stands for both loopback addresses. A name
+// other than localhost is compared as written (it is not looked up).
+func listenersOverlap(a, b string) bool {
+	hostA, portA, errA := net.SplitHostPort(a)
+	hostB, portB, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return false // refused by listenAddr already
+	}
+	pa, errA := strconv.Atoi(portA)
+	pb, errB := strconv.Atoi(portB)
+	if errA != nil || errB != nil || pa != pb || pa == 0 {
+		return false
+	}
+	ipsA, ipsB := listenIPs(hostA), listenIPs(hostB)
+	if ipsA == nil || ipsB == nil { // a name: compare as written
+		return strings.EqualFold(hostA, hostB)
+	}
+	for _, x := range ipsA {
+		for _, y := range ipsB {
+			if x.IsUnspecified() || y.IsUnspecified() || x.Equal(y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// listenIPs is the addresses a listener's host stands for: the unspecified
+// address for "" (every address), the loopback ones for localhost, the
+// address itself for one; nil for a name.
+func listenIPs(host string) []net.IP {
+	switch {
+	case host == "":
+		return []net.IP{net.IPv6unspecified}
+	case strings.EqualFold(host, "localhost"):
+		return []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return []net.IP{ip}
+	}
+	return nil
+}
+
 // token reads a bearer token: b64token characters (RFC 6750 2.1), the only
 // ones a client can send in the header. Never repeated in a message.
 func (r *reader) token(name string) string {

@@ -125,8 +125,9 @@ func Load(getenv func(string) string) (Config, error) {
 		r.fail("ACCESS_LOG", "on", "its lines are written at level info, which LOG_LEVEL="+c.LogLevel+" drops; "+
 			"set LOG_LEVEL=info (or debug), or ACCESS_LOG=off")
 	}
-	if c.MetricsAddr != "" && c.MetricsAddr == c.GrabberAddr {
-		r.fail("METRICS_ADDR", c.MetricsAddr, "must differ from GRABBER_ADDR (leave it empty to serve /metrics there)")
+	if c.MetricsAddr != "" && listenersOverlap(c.MetricsAddr, c.GrabberAddr) {
+		r.fail("METRICS_ADDR", c.MetricsAddr, fmt.Sprintf("must not listen where GRABBER_ADDR (%q) does: "+
+			"another port, or another address on the same port (leave it empty to serve /metrics there)", c.GrabberAddr))
 	}
 	if strings.ContainsAny(c.RedisKeyPrefix, "{}") || c.RedisKeyPrefix == "" {
 		r.fail("REDIS_KEY_PREFIX", c.RedisKeyPrefix, "must be non-empty and hold no braces")
