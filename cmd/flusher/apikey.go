@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,13 +19,20 @@ const (
 
 // keysDB opens PostgreSQL alone, which is all the apikey commands need (a
 // key can be made or revoked while Redis is down), and checks the schema.
-// The returned close closes it and ends ctx.
+// The returned close closes it and ends ctx; ctx ends too at the operator
+// commands' fixed time limit.
 func keysDB() (context.Context, *pgxpool.Pool, func(), error) {
+	return keysDBWithin(operatorTimeout, false)
+}
+
+// keysDBWithin is keysDB with a time limit of the command's (flag: set by
+// its -timeout).
+func keysDBWithin(limit time.Duration, flag bool) (context.Context, *pgxpool.Pool, func(), error) {
 	cfg, log, err := loadConfig()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := operatorContext()
+	ctx, cancel := commandContext(limit, flag)
 	pool, err := pgstore.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		cancel()

@@ -108,7 +108,7 @@ func run(args []string) error {
 		writeUsage(os.Stderr)
 		return errUsage
 	}
-	return c.run(rest)
+	return explainTimeLimit(c.run(rest))
 }
 
 // findCommand finds the command args start with, by the words of its name

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"redpacket/internal/audit"
@@ -19,26 +16,23 @@ import (
 
 // The operator commands' flags, as their usage shows them.
 const (
-	auditSynopsis   = "[-since 48h | -all] [-json]"
+	auditSynopsis   = "[-since 48h | -all] [-json] [-timeout 10m]"
 	recoverSynopsis = "-envelope N -action reload|refund [-dry-run]"
 )
-
-// operatorTimeout bounds an operator command from start to end.
-const operatorTimeout = 10 * time.Minute
-
-func operatorContext() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(ctx, operatorTimeout)
-	return ctx, func() { cancel(); stop() }
-}
 
 func runAudit(args []string) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	since := fs.Duration("since", 48*time.Hour, "check envelopes created or settled this long ago or later, and every unfinished one")
 	all := fs.Bool("all", false, "check every envelope (reads every packet)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := timeoutFlag(fs)
 	if err := parseFlags(fs, auditSynopsis, args); err != nil {
 		return helpIsDone(err)
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(os.Stderr, "flusher audit: -timeout %s: must be more than 0\n", *timeout)
+		fmt.Fprintln(os.Stderr, "usage: flusher audit", auditSynopsis)
+		return errUsage
 	}
 	if *since <= 0 {
 		// 0 or less would check the unfinished envelopes alone, and still
@@ -52,7 +46,7 @@ func runAudit(args []string) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
-	ctx, cancel := operatorContext()
+	ctx, cancel := commandContext(*timeout, true)
 	defer cancel()
 	clients, err := daemon.Connect(ctx, cfg)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"redpacket/internal/retention"
 )
 
-const retentionSynopsis = "-archive-dir DIR [-older-than DURATION] [-limit N] [-batch N] [-dry-run]"
+const retentionSynopsis = "-archive-dir DIR [-older-than DURATION] [-limit N] [-batch N] [-dry-run] [-timeout 10m]"
 
 // runRetention is `flusher retention`: archive the rows of the envelopes
 // settled (or failed) longer ago than -older-than (LEDGER_RETENTION by default) into a
@@ -29,6 +29,7 @@ func runRetention(args []string) error {
 	limit := fs.Int("limit", 0, "most envelopes removed by this run (0: every one due)")
 	batch := fs.Int("batch", retention.DefaultBatch, "envelopes per transaction")
 	dryRun := fs.Bool("dry-run", false, "print what would be removed and change nothing")
+	timeout := timeoutFlag(fs)
 	if err := parseFlags(fs, retentionSynopsis, args); err != nil {
 		return helpIsDone(err)
 	}
@@ -45,15 +46,15 @@ func runRetention(args []string) error {
 	if err == nil && *dir == "" && !*dryRun {
 		err = errors.New("needs -archive-dir: rows are deleted only once archived")
 	}
-	if err == nil && (*limit < 0 || *batch < 1) {
-		err = errors.New("-limit must be 0 or more, -batch 1 or more")
+	if err == nil && (*limit < 0 || *batch < 1 || *timeout <= 0) {
+		err = errors.New("-limit must be 0 or more, -batch 1 or more, -timeout more than 0")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flusher retention:", err)
 		fmt.Fprintln(os.Stderr, "usage: flusher retention", retentionSynopsis)
 		return errUsage
 	}
-	ctx, pool, closeDB, err := keysDB()
+	ctx, pool, closeDB, err := keysDBWithin(*timeout, true)
 	if err != nil {
 		return err
 	}
