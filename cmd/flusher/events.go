@@ -21,6 +21,9 @@ import (
 // closed by cleanups.
 func startEvents(ctx context.Context, g *errgroup.Group, cleanups *daemon.Cleanups, cfg config.Config, ev config.Events,
 	pg *pgstore.Store, log *zap.Logger) error {
+	if err := pg.RecordWebhooks(ctx, ev.WebhookEnabled()); err != nil {
+		return err
+	}
 	retention := &events.Retention{Store: pg, Age: ev.Retention, DeliveredOnly: ev.WebhookEnabled(), Log: log}
 	g.Go(func() error { return retention.Run(ctx) })
 	if !ev.WebhookEnabled() {

@@ -99,6 +99,9 @@ func printRetention(r retention.Result, dry bool) {
 	if r.Set != "" {
 		fmt.Println("archive:", r.Set)
 	}
+	if r.KeptUndelivered {
+		fmt.Println("envelopes whose events the webhook receiver has not all accepted were kept")
+	}
 }
 
 // startRetention runs retention in the daemon, hourly, when

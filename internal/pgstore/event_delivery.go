@@ -158,3 +158,18 @@ func (s *Store) PruneClaimEvents(ctx context.Context, cutoff time.Time, delivere
 	}
 	return int(r.Deleted), r.Last, r.Done, nil
 }
+
+// RecordWebhooks records whether the flushers send webhooks, for the
+// operator commands run without their settings (flusher retention keeps
+// envelopes whose events wait for the receiver). Each flusher records its
+// own at start; they are to agree.
+func (s *Store) RecordWebhooks(ctx context.Context, on bool) error {
+	var v int64
+	if on {
+		v = 1
+	}
+	if err := s.q.RecordWebhooks(ctx, v); err != nil {
+		return fmt.Errorf("record whether webhooks are sent: %w", err)
+	}
+	return nil
+}

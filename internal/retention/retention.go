@@ -37,7 +37,9 @@ type Options struct {
 	Limit     int           // most envelopes a run removes; 0: every one due
 	Batch     int           // envelopes per transaction (default DefaultBatch)
 	// DeliveredOnly keeps an envelope while one of its events waits for the
-	// webhook receiver (set when WEBHOOK_URL is).
+	// webhook receiver (set when WEBHOOK_URL is). A run does so as well when
+	// the flushers recorded that they send webhooks (service_settings
+	// webhooks): a run from cron may lack their settings.
 	DeliveredOnly bool
 	Now           func() time.Time // default time.Now
 
@@ -75,6 +77,9 @@ type Result struct {
 	// Unbalanced are the envelopes left in place because their money does
 	// not add up (ErrUnbalanced); the run went on past them.
 	Unbalanced []int64
+	// KeptUndelivered says the run kept envelopes whose events wait for the
+	// webhook receiver (Options.DeliveredOnly, or the flushers' record).
+	KeptUndelivered bool
 }
 
 var (
@@ -111,7 +116,13 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Result, error) {
 		o.Batch = DefaultBatch
 	}
 	started := now()
+	recorded, err := dbsqlc.New(pool).WebhooksRecorded(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("retention: whether the flushers send webhooks: %w", err)
+	}
+	o.DeliveredOnly = o.DeliveredOnly || recorded
 	r := &run{pool: pool, o: o, cutoff: started.Add(-o.OlderThan), started: started}
+	r.res.KeptUndelivered = o.DeliveredOnly
 	if o.DryRun {
 		return r.dry(ctx)
 	}
@@ -121,7 +132,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Result, error) {
 	if err := CheckDir(o.Dir); err != nil {
 		return Result{}, err
 	}
-	err := r.loop(ctx)
+	err = r.loop(ctx)
 	if len(r.res.Unbalanced) > 0 {
 		err = errors.Join(err, fmt.Errorf("%w: envelopes %v left in place (flusher audit -all says why)",
 			ErrUnbalanced, r.res.Unbalanced))
@@ -168,8 +179,8 @@ func (r *run) dry(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("count the envelopes settled before %s: %w", r.cutoff.UTC().Format(time.RFC3339), err)
 	}
-	return Result{Cutoff: r.cutoff, Removed: Totals{Envelopes: due.Envelopes, TotalCents: due.TotalCents,
-		ClaimedCents: due.ClaimedCents, RefundedCents: due.RefundedCents, Packets: due.Packets}}, nil
+	return Result{Cutoff: r.cutoff, KeptUndelivered: r.o.DeliveredOnly, Removed: Totals{Envelopes: due.Envelopes,
+		TotalCents: due.TotalCents, ClaimedCents: due.ClaimedCents, RefundedCents: due.RefundedCents, Packets: due.Packets}}, nil
 }
 
 // limit is the run's limit as a row count.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"redpacket/internal/pgstore"
 	"redpacket/internal/testenv"
 )
 
@@ -161,6 +162,34 @@ func TestDeliveredOnlyWaitsForTheWebhook(t *testing.T) {
 	res, err := Run(t.Context(), pool, o)
 	if err != nil || res.Removed.Envelopes != 1 || count(t, pool, 1)["events"] != 3 || count(t, pool, 2)["envelopes"] != 0 {
 		t.Errorf("run: %+v, %v; want envelope 2 removed and envelope 1, with undelivered events, kept", res, err)
+	}
+}
+
+// A run without the webhook settings (a cron job's environment) keeps the
+// envelopes whose events wait for the receiver all the same once the
+// flushers recorded that they send webhooks; one that records they do not
+// lets them go.
+func TestRecordedWebhooksKeepUndeliveredEnvelopes(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	seed(t, pool, 1, 4, "settled", now.Add(-48*time.Hour))
+	pg := pgstore.New(pool)
+	if err := pg.RecordWebhooks(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	o := options(t, 24*time.Hour) // DeliveredOnly false, as without WEBHOOK_URL
+	for _, dry := range []bool{true, false} {
+		o.DryRun = dry
+		res, err := Run(t.Context(), pool, o)
+		if err != nil || res.Removed.Envelopes != 0 || !res.KeptUndelivered || count(t, pool, 1)["envelopes"] != 1 {
+			t.Fatalf("run (dry %v) with webhooks recorded: %+v, %v; want envelope 1, undelivered, kept", dry, res, err)
+		}
+	}
+	if err := pg.RecordWebhooks(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 1 || res.KeptUndelivered {
+		t.Errorf("run with webhooks recorded off: %+v, %v; want envelope 1 removed", res, err)
 	}
 }
 

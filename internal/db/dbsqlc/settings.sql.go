@@ -9,6 +9,19 @@ import (
 	"context"
 )
 
+const RecordWebhooks = `-- name: RecordWebhooks :exec
+INSERT INTO service_settings (name, value) VALUES ('webhooks', $1::bigint)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+WHERE service_settings.value IS DISTINCT FROM excluded.value
+`
+
+// RecordWebhooks records whether the flushers send webhooks (1) or not (0),
+// for the operator commands that run without their settings.
+func (q *Queries) RecordWebhooks(ctx context.Context, value int64) error {
+	_, err := q.db.Exec(ctx, RecordWebhooks, value)
+	return err
+}
+
 const RedisShards = `-- name: RedisShards :one
 SELECT value FROM service_settings WHERE name = 'redis_shards'
 `
@@ -31,4 +44,17 @@ func (q *Queries) SchemaVersion(ctx context.Context) (SchemaMigration, error) {
 	var i SchemaMigration
 	err := row.Scan(&i.Version, &i.Dirty)
 	return i, err
+}
+
+const WebhooksRecorded = `-- name: WebhooksRecorded :one
+SELECT coalesce(max(value), 0) = 1 AS webhooks FROM service_settings WHERE name = 'webhooks'
+`
+
+// WebhooksRecorded is whether the flushers last recorded that they send
+// webhooks (false when none recorded anything).
+func (q *Queries) WebhooksRecorded(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, WebhooksRecorded)
+	var webhooks bool
+	err := row.Scan(&webhooks)
+	return webhooks, err
 }

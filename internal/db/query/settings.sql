@@ -5,3 +5,15 @@ SELECT version, dirty FROM schema_migrations LIMIT 1;
 -- name: RedisShards :one
 -- RedisShards reads the number of Redis shards every process must use.
 SELECT value FROM service_settings WHERE name = 'redis_shards';
+
+-- name: RecordWebhooks :exec
+-- RecordWebhooks records whether the flushers send webhooks (1) or not (0),
+-- for the operator commands that run without their settings.
+INSERT INTO service_settings (name, value) VALUES ('webhooks', @value::bigint)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+WHERE service_settings.value IS DISTINCT FROM excluded.value;
+
+-- name: WebhooksRecorded :one
+-- WebhooksRecorded is whether the flushers last recorded that they send
+-- webhooks (false when none recorded anything).
+SELECT coalesce(max(value), 0) = 1 AS webhooks FROM service_settings WHERE name = 'webhooks';
