@@ -221,6 +221,12 @@ func assertEventsDeliveredAfterRetries(t *testing.T, db *pgx.Conn, h *hookReceiv
 	if undelivered != 0 || retried == 0 {
 		t.Errorf("%d events not recorded delivered, %d requests failed", undelivered, retried)
 	}
+	// The flushers recorded that they send webhooks, for the operator
+	// commands run without their settings (flusher retention).
+	var recorded int64
+	if err := db.QueryRow(t.Context(), `SELECT value FROM service_settings WHERE name = 'webhooks'`).Scan(&recorded); err != nil || recorded != 1 {
+		t.Errorf("service_settings webhooks = %d, %v; want 1", recorded, err)
+	}
 	return retried
 }
 
