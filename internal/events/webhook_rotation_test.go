@@ -29,6 +29,7 @@ func TestWebhookSecretRotation(t *testing.T) {
 	deliver := func(secrets []string, env int64, from, to int) {
 		t.Helper()
 		cfg := fastRetries(url)
+		cfg.Timeout = 10 * time.Second // each event once: no answer comes late
 		for _, s := range secrets {
 			cfg.Keys = append(cfg.Keys, keyOf(t, s))
 		}

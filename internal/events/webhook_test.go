@@ -242,7 +242,10 @@ func wantAllAccepted(t *testing.T, d db, rc *receiver, dups bool) {
 }
 
 // A receiver that refuses everything, then lets requests time out, then
-// recovers ends up with every event, each once, each envelope's in order.
+// recovers ends up with every event, each envelope's in order. (With
+// timeouts this short, a request answered late on a loaded machine counts
+// as failed and is sent again: delivery is at least once, so a repeat of
+// the event just accepted is allowed.)
 func TestWebhookFailsTimesOutAndRecovers(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -283,7 +286,7 @@ func TestWebhookFailsTimesOutAndRecovers(t *testing.T) {
 	waitFor(t, 10*time.Second, "two timeouts", func() bool { return hung.Load() >= 2 })
 	mode.Store(working)
 	waitFor(t, 20*time.Second, "every event delivered", func() bool { return d.undelivered(t) == 0 })
-	wantAllAccepted(t, d, rc, false)
+	wantAllAccepted(t, d, rc, true)
 	if total := d.count(t, `SELECT count(*) FROM event_messages`); total != 3*7 {
 		t.Errorf("%d events, want 21", total)
 	}
@@ -319,7 +322,8 @@ func TestWebhookHangingEnvelopeDoesNotStallOthers(t *testing.T) {
 	}
 	released.Store(true)
 	waitFor(t, 15*time.Second, "every event delivered", func() bool { return d.undelivered(t) == 0 })
-	wantAllAccepted(t, d, rc, false)
+	wantAllAccepted(t, d, rc, true) // a 300 ms timeout: a late answer is sent again
+
 }
 
 // A sender stopped half-way and started again sends what was left, and
@@ -409,7 +413,8 @@ func TestWebhookTwoSenders(t *testing.T) {
 	})
 	l, _ := startListener(t, d.url)
 	cfg := fastRetries(url)
-	cfg.Workers, cfg.PerTurn = 3, 3
+	// Each event once: a timeout long enough that no answer comes late.
+	cfg.Workers, cfg.PerTurn, cfg.Timeout = 3, 3, 10*time.Second
 	runWebhook(t, d, l, cfg)
 	runWebhook(t, d, l, cfg)
 	for i := 0; i < perEnvelope; i += 5 {

@@ -319,8 +319,8 @@ func TestBatchInHandEndsWithinStopGrace(t *testing.T) {
 	parent, stop := context.WithCancel(context.Background())
 	ctx, cancel := batchContext(parent, 300*time.Millisecond)
 	defer cancel()
+	stopped := time.Now() // before the stop: the grace may start before a reading after it
 	stop()
-	stopped := time.Now()
 	select {
 	case <-ctx.Done():
 		t.Fatal("the batch's context ended with the stop, not after its grace")

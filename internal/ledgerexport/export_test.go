@@ -60,7 +60,7 @@ func TestExportBalancesEverySettledEnvelope(t *testing.T) {
 	pageSize = 2
 	t.Cleanup(func() { pageSize = 5000 })
 	totals := settledDay(t, s)
-	now := time.Now().UTC()
+	now := s.Clock.Now().UTC() // the day funding and claims are dated (refunds may fall on the next)
 	since, until, err := Range(now.AddDate(0, 0, -1).Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestExportFindsClaimsOfAnEnvelopeCreatedTwoWeeksBefore(t *testing.T) {
 		WHERE id = ANY($1)`, ids); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
+	now := s.Clock.Now().UTC() // the day funding and claims are dated (refunds may fall on the next)
 	since, until, _ := Range(now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
 	sums := exportedCSVSums(t, s, since, until)
 	for id := range totals {
@@ -121,7 +121,7 @@ func TestExportReadsOneSnapshot(t *testing.T) {
 	pageSize = 2
 	t.Cleanup(func() { pageSize = 5000 })
 	totals := settledDay(t, s)
-	now := time.Now().UTC()
+	now := s.Clock.Now().UTC() // the day funding and claims are dated (refunds may fall on the next)
 	since, until, _ := Range(now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
 	deleted := false
 	sums := map[int64]map[Kind]int64{}
