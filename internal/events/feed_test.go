@@ -106,6 +106,11 @@ func TestFeedLongPollWakesOnCommit(t *testing.T) {
 		p, err := f.Read(t.Context(), 0, 100, 10*time.Second)
 		got <- answer{p, err, time.Since(start)}
 	}()
+	// The first read, however late the goroutine runs, then none while
+	// nothing commits.
+	for deadline := time.Now().Add(5 * time.Second); r.reads.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	time.Sleep(700 * time.Millisecond)
 	if n := r.reads.Load(); n != 1 {
 		t.Errorf("%d reads while nothing committed, want 1", n)
