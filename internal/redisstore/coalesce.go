@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,7 +30,18 @@ type pendingGrab struct {
 	call  grabCall
 	ctx   context.Context // the caller's: one gone by the time it is sent is not
 	reply chan grabReply  // buffered: a worker never waits for a caller
+	// state is queued until a worker takes the grab to send it (taken) or
+	// it is given up unsent because its caller left (gone), whichever comes
+	// first: a caller that leaves knows whether its grab was sent.
+	state atomic.Int32
 }
+
+// pendingGrab states.
+const (
+	queued int32 = iota
+	taken
+	gone
+)
 
 // coalesceTimeout bounds one pipeline; a caller's own context may end sooner.
 const coalesceTimeout = 10 * time.Second
@@ -64,6 +76,7 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	}
 	p := pendingPool.Get().(*pendingGrab)
 	p.call, p.ctx = g, ctx
+	p.state.Store(queued)
 	// The queue has room but under overload, and then a send that does not
 	// wait needs neither the context's channel nor a three-way select.
 	select {
@@ -81,6 +94,11 @@ func (c *coalescer) grab(ctx context.Context, g grabCall) grabReply {
 	case <-ctx.Done():
 		// The worker still answers into the buffered channel; p is left to
 		// the garbage collector rather than reused while it may be written.
+		// A grab no worker took is never sent: it took nothing (a limited
+		// grab gives its reservation back). One taken may have.
+		if p.state.CompareAndSwap(queued, gone) || p.state.Load() == gone {
+			return grabReply{err: fmt.Errorf("%w: %w", errNotSent, ctx.Err())}
+		}
 		return grabReply{err: ctx.Err()}
 	case <-c.done:
 		// A grab queued between the stop check above and the stop is in
@@ -165,9 +183,12 @@ func (c *coalescer) send(batch []*pendingGrab, groups *callGroups) {
 	// it would grant a packet no one is told about.
 	live := batch[:0]
 	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
+		if err := p.ctx.Err(); err != nil && p.state.CompareAndSwap(queued, gone) {
 			p.reply <- grabReply{err: fmt.Errorf("%w: %w", errNotSent, err)}
 			continue
+		}
+		if !p.state.CompareAndSwap(queued, taken) {
+			continue // its caller left and was told it was not sent
 		}
 		live = append(live, p)
 	}

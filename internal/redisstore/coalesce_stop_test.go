@@ -63,3 +63,28 @@ func TestQueuedGrabOfAGoneCallerIsNotSent(t *testing.T) {
 		t.Errorf("pool holds %d packets (%v), want 1: only the caller still there took one", n, err)
 	}
 }
+
+// A caller that leaves while its grab waits in the queue is told it was not
+// sent (so a limited grab gives its reservation back), and the worker that
+// takes it later does not send it.
+func TestCallerLeavingTheQueueIsToldNotSent(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := New(rdb, prefix, 4)
+	newMemNumbering(s, 10, 1000, time.UTC)
+	now := time.Now()
+	if ok, err := s.LoadEnvelope(t.Context(), 7, now.Add(time.Hour), 5, []Packet{{ID: 1, AmountCents: 5}}); err != nil || !ok {
+		t.Fatalf("load = %v, %v", ok, err)
+	}
+	// No worker runs yet: the grab waits in the queue until its caller leaves.
+	c := &coalescer{store: s, in: make(chan *pendingGrab, 4), max: 4, quit: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	r := c.grab(ctx, s.newGrab(7, "left", now, 1))
+	if !errors.Is(r.err, context.DeadlineExceeded) || !TookNothing(r.err) {
+		t.Fatalf("caller that left the queue = %v, want DeadlineExceeded, nothing taken", r.err)
+	}
+	c.send([]*pendingGrab{<-c.in}, &callGroups{})
+	if n, err := rdb.LLen(t.Context(), s.keys.Pool(7)).Result(); err != nil || n != 1 {
+		t.Errorf("pool holds %d packets (%v), want 1: the grab of the caller that left was not sent", n, err)
+	}
+}
