@@ -122,8 +122,8 @@ func listenersOverlap(a, b string) bool {
 		return false
 	}
 	ipsA, ipsB := listenIPs(hostA), listenIPs(hostB)
-	if ipsA == nil || ipsB == nil { // a name: compare as written
-		return strings.EqualFold(hostA, hostB)
+	if ipsA == nil || ipsB == nil { // a name: compare as written, but a wildcard takes every address
+		return strings.EqualFold(hostA, hostB) || unspecified(ipsA) || unspecified(ipsB)
 	}
 	for _, x := range ipsA {
 		for _, y := range ipsB {
@@ -179,4 +179,15 @@ func (r *reader) logLevel(name, def string) string {
 	}
 	r.fail(name, v, "must be one of "+strings.Join(logLevels, ", "))
 	return def
+}
+
+// unspecified tells whether ips listen on every address (an empty host,
+// 0.0.0.0 or ::).
+func unspecified(ips []net.IP) bool {
+	for _, ip := range ips {
+		if ip.IsUnspecified() {
+			return true
+		}
+	}
+	return false
 }

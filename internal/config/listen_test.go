@@ -27,6 +27,9 @@ func TestMetricsAddrMustNotOverlapGrabberAddr(t *testing.T) {
 		{"127.0.0.1:8080", "localhost:8080", true},
 		{"127.0.0.1:8080", "[::ffff:127.0.0.1]:8080", true},
 		{"api.internal:8080", "API.internal:8080", true},
+		{"", "myhost:8080", true}, // a wildcard takes every address, a named host's too
+		{"myhost:8080", "0.0.0.0:8080", true},
+		{"myhost:8080", "otherhost:8080", false},
 		{"", "127.0.0.1:9090", false},
 		{"", ":9090", false},
 		{"127.0.0.1:8080", "[::1]:8080", false},
