@@ -28,7 +28,8 @@ lint:
 	bash .ci/lint
 
 # The whole service on this machine, without Docker: DATABASE_URL and
-# REDIS_URL if set, otherwise throwaway PostgreSQL and Redis servers; the
+# REDIS_URL if both are set, throwaway PostgreSQL and Redis servers if
+# neither is (one alone is refused); the
 # schema migrated, a grabber and a flusher. Ctrl-C stops everything.
 dev: build
 	$(BIN)/devenv

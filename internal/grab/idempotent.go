@@ -94,9 +94,12 @@ func (s *Service) repeat(ctx context.Context, client string, req envelope.Create
 	// moved the expiry and a settlement the status. (A create answers
 	// sold_out only if every packet was claimed before it was marked open,
 	// which a repair of a slow create can do; such an answer is rebuilt
-	// open.)
+	// open.) A suspended one says so: it may never have opened (suspended
+	// while its create was loading it), and is not on offer either way.
 	out := envelopeOf(e)
-	out.Status = envelope.StatusOpen
+	if e.Status != envelope.StatusSuspended {
+		out.Status = envelope.StatusOpen
+	}
 	if ttl, err := envelope.ExpiresIn(req.ExpiresInSeconds); err == nil {
 		out.ExpiresAt = out.StartsAt.Add(ttl)
 	}

@@ -77,3 +77,35 @@ func TestIdempotentAnswerRebuiltWithTheCreatesMetadata(t *testing.T) {
 		t.Errorf("rebuilt answer: %s (replayed %v), %v; want the first answer %s", retry.Body, retry.Replayed, err, first.Body)
 	}
 }
+
+// A rebuilt answer of an envelope suspended since (perhaps before it ever
+// opened) says suspended, not open: it is not on offer.
+func TestIdempotentAnswerRebuiltForASuspendedEnvelope(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	req := envelope.CreateRequest{SenderID: "s", TotalCents: 300, Count: 3}
+	ir := idempotency.Request{Key: "order-3", Fingerprint: bytes.Repeat([]byte{9}, 32)}
+	render := func(e grab.Envelope) ([]byte, error) { return json.Marshal(e) }
+	first, err := s.Svc.CreateIdempotent(t.Context(), req, ir, render)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e grab.Envelope
+	if err := json.Unmarshal(first.Body, &e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(t.Context(), `UPDATE idempotency_keys SET response_status = NULL, response_body = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PG.Suspend(t.Context(), e.ID, "test", s.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := s.Svc.CreateIdempotent(t.Context(), req, ir, render)
+	var got grab.Envelope
+	if err == nil {
+		err = json.Unmarshal(retry.Body, &got)
+	}
+	if err != nil || got.Status != envelope.StatusSuspended {
+		t.Errorf("rebuilt answer of a suspended envelope: %s, %v; want status suspended", retry.Body, err)
+	}
+}

@@ -19,7 +19,7 @@ func TestCreateWrittenButNotOpenedNamesTheEnvelope(t *testing.T) {
 	}
 	msg := requireError(t, c.do("POST", "/v1/envelopes", `{"sender_id":"s","total_cents":100,"count":2}`),
 		http.StatusServiceUnavailable, "unavailable")
-	if !strings.Contains(msg, "envelope 1001 was written") || !strings.Contains(msg, "do not create it again") {
+	if !strings.Contains(msg, "envelope 1001 was written but is not open yet") || !strings.Contains(msg, "do not create it again") {
 		t.Errorf("message %q: want it to name envelope 1001 as written", msg)
 	}
 	if err := s.RDB.Del(t.Context(), s.Redis.Keys().Meta(next)).Err(); err != nil {

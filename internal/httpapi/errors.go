@@ -74,7 +74,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusServiceUnavailable, "resource_exhausted", err.Error()}
 	case errors.As(err, &notOpened):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", fmt.Sprintf(
-			"envelope %d was written and will be opened shortly (or given up and refunded): do not create it again", notOpened.EnvelopeID)}
+			"envelope %d was written but is not open yet (its status tells when it opens, or if it is given up and refunded): do not create it again", notOpened.EnvelopeID)}
 	case errors.Is(err, grab.ErrUnavailable), errors.Is(err, events.ErrUnavailable):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "temporarily unavailable, retry later"}
 	}
