@@ -287,3 +287,42 @@ func TestRefusedEnvelopeLeavesNoCommitment(t *testing.T) {
 		}
 	}
 }
+
+// A prune of expired idempotency keys never deletes a key a create is
+// taking over (the expired row given a new envelope and expiry, not yet
+// committed): once that create commits, its key stands, so a retry of it
+// finds its envelope rather than making a second one.
+func TestPruneSparesAKeyBeingTakenOver(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys (client_name, idem_key, request_sha256, envelope_id, created_at, expires_at)
+		VALUES ('c', 'k', decode(repeat('00', 32), 'hex'), 1, $1, $2)`, t0.Add(-2*time.Hour), t0.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `UPDATE idempotency_keys SET envelope_id = 2, created_at = $1, expires_at = $2
+		WHERE client_name = 'c' AND idem_key = 'k'`, t0, t0.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := s.PruneIdempotencyKeys(ctx, t0, 16)
+		pruned <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the prune finds the row locked (or waits on it)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pruned; err != nil {
+		t.Fatal(err)
+	}
+	var envelope int64
+	if err := pool.QueryRow(ctx, `SELECT envelope_id FROM idempotency_keys WHERE client_name = 'c' AND idem_key = 'k'`).Scan(&envelope); err != nil || envelope != 2 {
+		t.Errorf("the key taken over: envelope %d, %v; want it kept for envelope 2", envelope, err)
+	}
+}

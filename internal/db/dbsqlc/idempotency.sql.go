@@ -86,7 +86,9 @@ const PruneIdempotencyKeys = `-- name: PruneIdempotencyKeys :execrows
 DELETE FROM idempotency_keys
 WHERE (client_name, idem_key) IN (
     SELECT e.client_name, e.idem_key FROM idempotency_keys e
-    WHERE e.expires_at <= $1::timestamptz ORDER BY e.expires_at LIMIT $2::integer)
+    WHERE e.expires_at <= $1::timestamptz ORDER BY e.expires_at LIMIT $2::integer
+    FOR UPDATE SKIP LOCKED)
+  AND expires_at <= $1::timestamptz
 `
 
 type PruneIdempotencyKeysParams struct {
@@ -94,7 +96,11 @@ type PruneIdempotencyKeysParams struct {
 	MaxRows int32
 }
 
-// PruneIdempotencyKeys deletes up to @max_rows keys expired at @now.
+// PruneIdempotencyKeys deletes up to @max_rows keys expired at @now. The
+// outer condition checks the expiry again: a create that took an expired
+// key over (ClaimIdempotencyKey) holds its row until it commits, and the
+// delete, having waited, rechecks only its own WHERE on the new version; a
+// key in use is skipped rather than waited for.
 func (q *Queries) PruneIdempotencyKeys(ctx context.Context, arg PruneIdempotencyKeysParams) (int64, error) {
 	result, err := q.db.Exec(ctx, PruneIdempotencyKeys, arg.Now, arg.MaxRows)
 	if err != nil {

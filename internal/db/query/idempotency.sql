@@ -30,8 +30,14 @@ WHERE client_name = @client_name AND idem_key = @idem_key AND envelope_id = @env
 RETURNING response_status::integer AS status, response_body::bytea AS body;
 
 -- name: PruneIdempotencyKeys :execrows
--- PruneIdempotencyKeys deletes up to @max_rows keys expired at @now.
+-- PruneIdempotencyKeys deletes up to @max_rows keys expired at @now. The
+-- outer condition checks the expiry again: a create that took an expired
+-- key over (ClaimIdempotencyKey) holds its row until it commits, and the
+-- delete, having waited, rechecks only its own WHERE on the new version; a
+-- key in use is skipped rather than waited for.
 DELETE FROM idempotency_keys
 WHERE (client_name, idem_key) IN (
     SELECT e.client_name, e.idem_key FROM idempotency_keys e
-    WHERE e.expires_at <= @now::timestamptz ORDER BY e.expires_at LIMIT @max_rows::integer);
+    WHERE e.expires_at <= @now::timestamptz ORDER BY e.expires_at LIMIT @max_rows::integer
+    FOR UPDATE SKIP LOCKED)
+  AND expires_at <= @now::timestamptz;
