@@ -53,7 +53,7 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	if err != nil {
 		return Envelope{}, err
 	}
-	giveBack, err := s.reserveCents(ctx, req)
+	giveBack, err := s.reserveCents(ctx, req, now)
 	if err != nil {
 		return Envelope{}, err
 	}

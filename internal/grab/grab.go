@@ -35,7 +35,10 @@ func (s *Service) Grab(ctx context.Context, id int64, userID string) (Claim, err
 // Only its digest goes further (envelope.PasswordDigest).
 func (s *Service) GrabWithPassword(ctx context.Context, id int64, userID, password string) (Claim, error) {
 	start := time.Now()
-	c, err := s.grabLimited(ctx, id, userID, password)
+	// One reading of the clock for the whole grab: the day its reservation
+	// counts on is the day of its order number and grant (a second reading
+	// after the admission could fall on the next day, past the cap).
+	c, err := s.grabLimited(ctx, id, userID, password, s.Now())
 	telemetry.GrabSeconds.Observe(time.Since(start).Seconds())
 	grabCounters[grabResult(c, err)].Inc()
 	return Claim{PacketID: c.PacketID, AmountCents: c.AmountCents, OrderNo: c.OrderNo, GrabbedAt: c.GrabbedAt,
@@ -83,14 +86,15 @@ func grabResult(c redisstore.Claim, err error) string {
 	return "unavailable"
 }
 
-func (s *Service) grab(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
-	return s.grabAs(ctx, id, userID, password, false)
+func (s *Service) grab(ctx context.Context, id int64, userID, password string, now time.Time) (redisstore.Claim, error) {
+	return s.grabAs(ctx, id, userID, password, false, now)
 }
 
 // grabAs is grab, sent unreserved (redisstore.GrabUnreserved) or not: an
 // unreserved grab that would take a packet takes none and returns
 // redisstore.ErrUnreserved.
-func (s *Service) grabAs(ctx context.Context, id int64, userID, password string, unreserved bool) (redisstore.Claim, error) {
+func (s *Service) grabAs(ctx context.Context, id int64, userID, password string, unreserved bool,
+	now time.Time) (redisstore.Claim, error) {
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return redisstore.Claim{}, err
 	}
@@ -106,7 +110,7 @@ func (s *Service) grabAs(ctx context.Context, id int64, userID, password string,
 	if unreserved {
 		send = s.redis.GrabUnreserved
 	}
-	c, err := send(ctx, id, userID, digest, s.Now())
+	c, err := send(ctx, id, userID, digest, now)
 	switch {
 	case err == nil, errors.Is(err, redisstore.ErrUnreserved):
 		return c, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -28,10 +29,10 @@ import (
 // refusal) without touching the user's limits: it can take nothing. Only if
 // the envelope has packets again (an operator reloaded it) does the script
 // turn it back, and it goes the reserved way.
-func (s *Service) grabLimited(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
+func (s *Service) grabLimited(ctx context.Context, id int64, userID, password string, now time.Time) (redisstore.Claim, error) {
 	l := s.safety.limiter
 	if !l.LimitsGrabs() {
-		return s.grab(ctx, id, userID, password)
+		return s.grab(ctx, id, userID, password, now)
 	}
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return redisstore.Claim{}, err
@@ -40,13 +41,13 @@ func (s *Service) grabLimited(ctx context.Context, id int64, userID, password st
 		return redisstore.Claim{}, ErrNotFound
 	}
 	if s.safety.finished.has(id) {
-		c, err := s.grabAs(ctx, id, userID, password, true)
+		c, err := s.grabAs(ctx, id, userID, password, true, now)
 		if !errors.Is(err, redisstore.ErrUnreserved) {
 			return c, err
 		}
 		s.safety.finished.forget(id)
 	}
-	c, err := s.grabReserved(ctx, id, userID, password)
+	c, err := s.grabReserved(ctx, id, userID, password, now)
 	if errors.Is(err, ErrSoldOut) || errors.Is(err, ErrExpired) {
 		s.safety.finished.add(id)
 	}
@@ -55,18 +56,18 @@ func (s *Service) grabLimited(ctx context.Context, id int64, userID, password st
 
 // grabReserved is grabLimited's reserved way: admit, grab, and give back
 // what a grab that took nothing reserved.
-func (s *Service) grabReserved(ctx context.Context, id int64, userID, password string) (redisstore.Claim, error) {
+func (s *Service) grabReserved(ctx context.Context, id int64, userID, password string, now time.Time) (redisstore.Claim, error) {
 	l := s.safety.limiter
 	client, _ := reqctx.ClientName(ctx)
-	res, err := l.AdmitGrab(ctx, client, userID, s.Now())
+	res, err := l.AdmitGrab(ctx, client, userID, now)
 	var rl *limits.RateLimitedError
 	switch {
 	case errors.Is(err, limits.ErrExceeded), errors.As(err, &rl):
-		return s.repeatOnly(ctx, id, userID, password, err)
+		return s.repeatOnly(ctx, id, userID, password, err, now)
 	case err != nil:
 		return redisstore.Claim{}, fmt.Errorf("%w: user limits: %w", ErrUnavailable, err)
 	}
-	c, err := s.grab(ctx, id, userID, password)
+	c, err := s.grab(ctx, id, userID, password, now)
 	if tookNothing(c, err) {
 		// (A caller gone while its reservation was made is never sent:
 		// given back too.)
@@ -105,8 +106,9 @@ func tookNothing(c redisstore.Claim, err error) bool {
 // the claim went between the two, as an operator's reload of the envelope
 // does.) An envelope Redis does not hold is answered from PostgreSQL, which
 // never grants.
-func (s *Service) repeatOnly(ctx context.Context, id int64, userID, password string, refusal error) (redisstore.Claim, error) {
-	c, err := s.grabAs(ctx, id, userID, password, true)
+func (s *Service) repeatOnly(ctx context.Context, id int64, userID, password string, refusal error,
+	now time.Time) (redisstore.Claim, error) {
+	c, err := s.grabAs(ctx, id, userID, password, true, now)
 	switch {
 	case err == nil && c.Repeat:
 		return c, nil
@@ -116,12 +118,12 @@ func (s *Service) repeatOnly(ctx context.Context, id int64, userID, password str
 	return redisstore.Claim{}, refusal
 }
 
-// reserveCents counts a create's cents on its sender's day, and returns
-// what gives them back if no envelope is written.
-func (s *Service) reserveCents(ctx context.Context, req envelope.CreateRequest) (func(), error) {
+// reserveCents counts a create's cents on its sender's day (the day of now,
+// the create's own time), and returns what gives them back if no envelope
+// is written.
+func (s *Service) reserveCents(ctx context.Context, req envelope.CreateRequest, now time.Time) (func(), error) {
 	l := s.safety.limiter
 	client, _ := reqctx.ClientName(ctx)
-	now := s.Now()
 	err := l.ReserveCents(ctx, client, req.SenderID, req.TotalCents, now)
 	switch {
 	case errors.Is(err, limits.ErrExceeded):

@@ -326,3 +326,39 @@ func TestLimitedGrabsAnsweredUnavailableCountNothing(t *testing.T) {
 		t.Errorf("a third packet of the day: %v, want limit exceeded", err)
 	}
 }
+
+// A grab reads the clock once: the day its reservation counts on is the day
+// of its grant and order number. A clock that moves a millisecond at each
+// reading, across midnight, cannot give a user capped at one packet a day
+// two packets numbered on the same day.
+func TestLimitedGrabAcrossMidnightCountsOnItsOwnDay(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := t.Context()
+	cfg := s.Config
+	open := mustCreate(t, grab.New(cfg), ctx, 200, 2)
+	other := mustCreate(t, grab.New(cfg), ctx, 200, 2)
+	day := s.Clock.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	var mu sync.Mutex
+	tick := day.Add(-time.Millisecond) // 23:59:59.999, then 00:00:00.000, ...
+	cfg.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now := tick
+		tick = tick.Add(time.Millisecond)
+		return now
+	}
+	cfg.Safety.Limiter = limits.New(s.RDB, s.Redis.Keys(), limits.Config{UserDailyGrabs: 1})
+	svc := grab.New(cfg)
+	var days []string
+	for _, e := range []grab.Envelope{open, other} {
+		c, err := svc.Grab(ctx, e.ID, "night-owl")
+		if err != nil {
+			t.Fatalf("grab of %d: %v", e.ID, err)
+		}
+		days = append(days, c.OrderNo[:8])
+	}
+	if days[0] == days[1] {
+		t.Errorf("two packets numbered on day %s for a user capped at one a day", days[0])
+	}
+}
