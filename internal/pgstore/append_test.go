@@ -184,8 +184,9 @@ func TestAddClaimsChangesNothingUnlessEveryRunMatches(t *testing.T) {
 	}
 }
 
-// A run lists its envelope's claims in the order PostgreSQL sorts them,
-// (claimed_at, packet_id), also when their times differ by less than the
+// A run lists its envelope's claims in grab order as PostgreSQL sorts them,
+// (claimed_at, packet_id descending: grabs of one instant in hand-out order,
+// highest packet first), also when their times differ by less than the
 // microsecond PostgreSQL keeps: there the packet id decides.
 func TestClaimRunFollowsTheStoredClaimOrder(t *testing.T) {
 	t.Parallel()
@@ -202,11 +203,43 @@ func TestClaimRunFollowsTheStoredClaimOrder(t *testing.T) {
 	if err := pool.QueryRow(t.Context(), `SELECT packet_ids FROM claim_event_runs WHERE envelope_id = 1`).Scan(&run); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(t.Context(), `SELECT array_agg(packet_id ORDER BY claimed_at, packet_id) FROM claims
+	if err := pool.QueryRow(t.Context(), `SELECT array_agg(packet_id ORDER BY claimed_at, packet_id DESC) FROM claims
 		WHERE envelope_id = 1`).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(run, []int64{102, 100, 101}) || !slices.Equal(run, stored) {
-		t.Errorf("the run lists %v, claims sort as %v; want both [102 100 101]", run, stored)
+	if !slices.Equal(run, []int64{102, 101, 100}) || !slices.Equal(run, stored) {
+		t.Errorf("the run lists %v, claims sort as %v; want both [102 101 100]", run, stored)
+	}
+}
+
+// Grabs of one envelope in one millisecond (a coalesced call's) get their
+// packet.claimed events in hand-out order, highest packet first, on the
+// guarded way as on the trusted one.
+func TestSameMillisecondClaimsInHandOutOrder(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	at := time.Date(2030, 5, 17, 8, 0, 0, 0, time.UTC)
+	for env, guarded := range map[int64]bool{1: false, 2: true} {
+		open(t, s, env, 100*env, []int64{10, 20, 30})
+		cs := []pgstore.Claim{claim(env, 100*env+2, "first"), claim(env, 100*env+1, "second")}
+		for i := range cs {
+			cs[i].ClaimedAt = at
+			if guarded {
+				cs[i].AmountCents = 0 // no amounts: the guarded statement
+			} else {
+				cs[i].AmountCents = []int64{30, 20}[i]
+			}
+		}
+		if _, err := s.ApplyClaims(t.Context(), cs); err != nil {
+			t.Fatal(err)
+		}
+		var order []int64
+		if err := pool.QueryRow(t.Context(), `SELECT array_agg((data->>'packet_id')::bigint ORDER BY id) FROM event_messages
+			WHERE envelope_id = $1 AND type = 'packet.claimed'`, env).Scan(&order); err != nil {
+			t.Fatal(err)
+		}
+		if want := []int64{100*env + 2, 100*env + 1}; !slices.Equal(order, want) {
+			t.Errorf("guarded %v: claim events of packets %v, want %v (hand-out order)", guarded, order, want)
+		}
 	}
 }

@@ -285,19 +285,21 @@ func copyRows(claims []Claim) []dbsqlc.CopyClaimsParams {
 // addParams lays a batch out as AddClaims takes it: one run per envelope,
 // in ascending envelope id, with its count and its claims without an order
 // number, and the packets and amounts of the runs one after another, each
-// run's in grab order (claimed_at, then packet id): the order of its claim
-// events.
+// run's in grab order: the order of its claim events. Grabs of one
+// millisecond (a coalesced call's) are in hand-out order, highest packet id
+// first, as the pool hands them out.
 func addParams(claims []Claim) dbsqlc.AddClaimsParams {
 	sorted := make([]*Claim, len(claims))
 	for i := range claims {
 		sorted[i] = &claims[i]
 	}
 	// Times compare as PostgreSQL stores them, to the microsecond (pgx
-	// truncates), so a run's order is the claims' (claimed_at, packet_id).
+	// truncates), so a run's order is the claims' (claimed_at, packet_id
+	// descending).
 	slices.SortFunc(sorted, func(a, b *Claim) int {
 		return cmp.Or(cmp.Compare(a.EnvelopeID, b.EnvelopeID),
 			a.ClaimedAt.Truncate(time.Microsecond).Compare(b.ClaimedAt.Truncate(time.Microsecond)),
-			cmp.Compare(a.PacketID, b.PacketID))
+			cmp.Compare(b.PacketID, a.PacketID))
 	})
 	p := dbsqlc.AddClaimsParams{PacketIds: make([]int64, len(sorted)), Amounts: make([]int64, len(sorted))}
 	for i, c := range sorted {

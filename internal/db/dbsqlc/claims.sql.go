@@ -211,8 +211,11 @@ WITH input AS (
 )
 , event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
 , event_rows AS (
+    -- Grab order: by time, and within an envelope's millisecond (a
+    -- coalesced call's grabs) in hand-out order, highest packet id first.
     INSERT INTO events (id, type, envelope_id, packet_id, data)
-    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.envelope_id, n.ref DESC), n.type, n.envelope_id,
+           n.packet_id, n.data
     FROM new_events n CROSS JOIN event_base b
     RETURNING id
 )
