@@ -22,12 +22,17 @@ local ADMITTED, RATE_LIMITED, CAPPED = 0, 1, 2
 local now, rate, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 
 local tokens
+-- The bucket's time never goes back: a grabber whose clock is behind the
+-- last one's earns no refill, and must not hand the next grab on the clock
+-- ahead a refill for the time in between either.
+local at = now
 if rate > 0 then
   local b = redis.call('HMGET', KEYS[1], 'tokens', 'ms')
   tokens = rate
   if b[1] and b[2] then
     local elapsed = math.max(0, now - tonumber(b[2]))
     tokens = math.min(rate, tonumber(b[1]) + elapsed * rate / 1000)
+    at = math.max(now, tonumber(b[2]))
   end
   if tokens < 1 then
     return {RATE_LIMITED, math.ceil((1 - tokens) * 1000 / rate)}
@@ -38,7 +43,7 @@ if cap > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') >= cap then
 end
 
 if rate > 0 then
-  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ms', now)
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ms', string.format('%d', at))
   -- A full bucket is no bucket: keep it only while it refills.
   redis.call('PEXPIRE', KEYS[1], math.ceil(1000 * (rate - tokens + 1) / rate) + 1000)
 end
