@@ -231,6 +231,18 @@ func TestSuspendReopenEvents(t *testing.T) {
 	got := eventsSince(t, s, mark)
 	wantEvents(t, got[1:], claimedEvent(a, 10), claimedEvent(b, 20),
 		`envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"sold_out"}`, soldOutEvent(1, 2, 30, bestOf(b, 20)))
+
+	// Suspended again once sold out (a conflict, say) and reloaded: it sold
+	// out once, and its backend is told so once.
+	mark = lastEventID(t, s)
+	if _, err := s.Suspend(t.Context(), 1, "a conflict", at); err != nil {
+		t.Fatal(err)
+	}
+	if status, err := s.Reopen(t.Context(), 1); err != nil || status != "sold_out" {
+		t.Fatalf("Reopen = %q, %v", status, err)
+	}
+	got = eventsSince(t, s, mark)
+	wantEvents(t, got[1:], `envelope.recovered 1 {"action":"reload","envelope_id":1,"metadata":{},"status":"sold_out"}`)
 }
 
 // An envelope whose packets were all claimed while it was still loading sells

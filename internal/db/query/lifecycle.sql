@@ -82,9 +82,10 @@ SELECT count(*) FROM changed;
 
 -- name: Reopen :one
 -- Reopen moves a suspended envelope back to open or sold out and writes
--- envelope.recovered, and envelope.sold_out when that is its new status (its
--- last packet was claimed while it was suspended, when no sold_out event
--- could be written). No row when it was not suspended.
+-- envelope.recovered, and envelope.sold_out when that is its new status and
+-- none was written before (its last packet was claimed while it was
+-- suspended, when no sold_out event could be written; one suspended after
+-- it sold out has its event already). No row when it was not suspended.
 WITH changed AS (
     UPDATE envelopes e
     SET status = CASE WHEN e.claimed_cents = e.total_cents THEN 'sold_out' ELSE 'open' END,
@@ -98,7 +99,8 @@ WITH changed AS (
     UNION ALL
     SELECT 2, now(), id, 'envelope.sold_out'::event_type, id, NULL,
            jsonb_build_object('envelope_id', id, 'count', count, 'total_cents', total_cents)
-    FROM changed WHERE status = 'sold_out'
+    FROM changed c WHERE c.status = 'sold_out'
+      AND NOT EXISTS (SELECT 1 FROM events v WHERE v.envelope_id = c.id AND v.type = 'envelope.sold_out')
 )
 , event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
 , event_rows AS (
