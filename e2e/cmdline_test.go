@@ -183,6 +183,8 @@ func TestSettingsRefused(t *testing.T) {
 		{"flusher", nil, []string{"FLUSHER_MAX_CONNS=0"}, "FLUSHER_MAX_CONNS"},
 		{"flusher", nil, []string{"SETTLED_KEY_TTL=1ms"}, "SETTLED_KEY_TTL"},
 		{"flusher", nil, []string{"LEDGER_RETENTION=2160h", "LEDGER_ARCHIVE_DIR=/nonexistent/archive"}, "LEDGER_ARCHIVE_DIR"},
+		{"flusher", nil, []string{"LEDGER_RETENTION=24h"}, "EVENTS_RETENTION"}, // shorter than the default 168h
+		{"flusher", []string{"retention", "-older-than", "48h", "-dry-run"}, nil, "EVENTS_RETENTION"},
 		// A key=value connection string is refused without its password shown.
 		{"flusher", []string{"migrate"}, []string{"DATABASE_URL=host=db user=app password=" + secret}, "DATABASE_URL"},
 		{"flusher", nil, []string{"WEBHOOK_URL=ftp://u:" + secret + "@hooks.example/x?token=" + secret, "WEBHOOK_SECRET=0123456789abcdef"}, "WEBHOOK_URL"},

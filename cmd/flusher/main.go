@@ -174,6 +174,11 @@ func runDaemon() error {
 	cfg, log, err := loadSettings()
 	evCfg, evErr := config.LoadEvents(os.Getenv)
 	err = errors.Join(err, evErr)
+	if err == nil {
+		if rErr := config.CheckRetentions(cfg.LedgerRetention, evCfg); rErr != nil {
+			err = fmt.Errorf("LEDGER_RETENTION: %w", rErr)
+		}
+	}
 	if err == nil && cfg.LedgerArchiveDir != "" {
 		// A setting like the others, checked before anything connects.
 		if dirErr := retention.CheckDir(cfg.LedgerArchiveDir); dirErr != nil {

@@ -43,6 +43,9 @@ func runRetention(args []string) error {
 		return errors.Join(err, errUsage)
 	}
 	age, err := retentionAge(*olderThan, cfg)
+	if err == nil {
+		err = config.CheckRetentions(age, evCfg)
+	}
 	if err == nil && *dir == "" && !*dryRun {
 		err = errors.New("needs -archive-dir: rows are deleted only once archived")
 	}

@@ -117,3 +117,18 @@ func decodeSecret(s string) ([]byte, error) {
 
 // WebhookEnabled reports whether events are pushed to a receiver.
 func (e Events) WebhookEnabled() bool { return e.WebhookURL != "" }
+
+// CheckRetentions refuses a ledger retention (LEDGER_RETENTION, or a
+// command's -older-than: age) shorter than EVENTS_RETENTION: archiving an
+// envelope deletes its events with it, so a feed reader the documentation
+// gives EVENTS_RETENTION to catch up would miss events younger than that.
+// An envelope's events are never younger than its settlement, so an age of
+// at least EVENTS_RETENTION keeps every event that long.
+func CheckRetentions(age time.Duration, ev Events) error {
+	if age != 0 && age < ev.Retention {
+		return fmt.Errorf("the ledger retention (%s) is shorter than EVENTS_RETENTION (%s): "+
+			"archiving an envelope deletes its events, which feed readers are promised for EVENTS_RETENTION",
+			shortDuration(age), shortDuration(ev.Retention))
+	}
+	return nil
+}

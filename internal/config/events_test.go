@@ -137,3 +137,15 @@ func TestDefaultEvents(t *testing.T) {
 		t.Errorf("DefaultEvents = %+v", d)
 	}
 }
+
+// The ledger retention may not be shorter than EVENTS_RETENTION: archiving
+// an envelope deletes its events, which feed readers are promised for
+// EVENTS_RETENTION. 0 (the ledger kept for ever) is fine.
+func TestLedgerRetentionKeepsEventsAsLongAsTheirs(t *testing.T) {
+	ev := Events{Retention: 168 * time.Hour}
+	for age, ok := range map[time.Duration]bool{0: true, 168 * time.Hour: true, 2160 * time.Hour: true, 24 * time.Hour: false} {
+		if err := CheckRetentions(age, ev); (err == nil) != ok {
+			t.Errorf("ledger retention %s beside EVENTS_RETENTION 168h: %v, want accepted %v", age, err, ok)
+		}
+	}
+}
