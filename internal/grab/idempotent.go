@@ -12,6 +12,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/idempotency"
+	"redpacket/internal/limits"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/reqctx"
 )
@@ -53,6 +54,16 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 			return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return s.repeat(ctx, client, req, ir, rec, render)
+	}
+	if errors.Is(err, limits.ErrExceeded) {
+		// The sender's cents may be those of a create with this key still
+		// under way (its key not yet committed, so not found above): once
+		// it is done, a repeat is answered as such, not refused.
+		if s.pg.AwaitIdempotencyKey(ctx, client, ir.Key) == nil {
+			if rec, rerr := s.pg.IdempotencyKey(ctx, client, ir.Key, now); rerr == nil {
+				return s.repeat(ctx, client, req, ir, rec, render)
+			}
+		}
 	}
 	if err != nil {
 		return idempotency.Answer{}, err

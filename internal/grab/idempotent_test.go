@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/grab"
 	"redpacket/internal/idempotency"
+	"redpacket/internal/limits"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -107,5 +109,50 @@ func TestIdempotentAnswerRebuiltForASuspendedEnvelope(t *testing.T) {
 	}
 	if err != nil || got.Status != envelope.StatusSuspended {
 		t.Errorf("rebuilt answer of a suspended envelope: %s, %v; want status suspended", retry.Body, err)
+	}
+}
+
+// A keyed create retried while the first is still writing its envelope is
+// not refused for the sender's cents the first one holds: it waits for the
+// first and is answered as its repeat (in progress, or the first answer).
+func TestIdempotentRetryDuringTheFirstIsNotCappedByIt(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	cfg := s.Config
+	cfg.Safety.Limiter = limits.New(s.RDB, s.Redis.Keys(), limits.Config{SenderDailyCents: 1000})
+	svc := grab.New(cfg)
+	req := envelope.CreateRequest{SenderID: "s", TotalCents: 600, Count: 3}
+	ir := idempotency.Request{Key: "slow-1", Fingerprint: bytes.Repeat([]byte{4}, 32)}
+	render := func(e grab.Envelope) ([]byte, error) { return json.Marshal(e) }
+
+	// The first create stalls copying its packets, its key written but not
+	// committed.
+	lock, err := s.Pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(t.Context(), `LOCK TABLE packet_pool IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := svc.CreateIdempotent(t.Context(), req, ir, render)
+		first <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	retried := make(chan error, 1)
+	go func() {
+		_, err := svc.CreateIdempotent(t.Context(), req, ir, render)
+		retried <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := lock.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first create: %v", err)
+	}
+	if err := <-retried; errors.Is(err, limits.ErrExceeded) || (err != nil && !errors.Is(err, idempotency.ErrInProgress)) {
+		t.Errorf("retry while the first was writing: %v; want its answer or in progress, not the sender's limit", err)
 	}
 }
