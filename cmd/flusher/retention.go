@@ -25,7 +25,7 @@ const retentionSynopsis = "-archive-dir DIR [-older-than DURATION] [-limit N] [-
 func runRetention(args []string) error {
 	fs := flag.NewFlagSet("retention", flag.ContinueOnError)
 	dir := fs.String("archive-dir", "", "directory of the archive (it must exist); each run writes a set of its own in it")
-	olderThan := fs.Duration("older-than", 0, "remove envelopes settled (or failed) this long ago or longer (default LEDGER_RETENTION); never below SETTLED_KEY_TTL")
+	olderThan := fs.Duration("older-than", 0, "remove envelopes settled (or failed) this long ago or longer (default LEDGER_RETENTION); never below SETTLED_KEY_TTL or EVENTS_RETENTION")
 	limit := fs.Int("limit", 0, "most envelopes removed by this run (0: every one due)")
 	batch := fs.Int("batch", retention.DefaultBatch, "envelopes per transaction")
 	dryRun := fs.Bool("dry-run", false, "print what would be removed and change nothing")

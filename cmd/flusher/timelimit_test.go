@@ -19,7 +19,7 @@ func TestTimeLimitIsExplained(t *testing.T) {
 		status exitCode
 	}{
 		{[]string{"audit", "-timeout", "1ns"}, 2},
-		{[]string{"retention", "-dry-run", "-older-than", "48h", "-timeout", "1ns"}, 0}, // exit 1
+		{[]string{"retention", "-dry-run", "-older-than", "168h", "-timeout", "1ns"}, 0}, // exit 1
 	} {
 		commandCtx = nil
 		var err error
@@ -61,7 +61,7 @@ func TestNonPositiveTimeoutRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"audit", "-timeout", "0"},
 		{"audit", "-timeout", "-1m"},
-		{"retention", "-dry-run", "-older-than", "48h", "-timeout", "0"},
+		{"retention", "-dry-run", "-older-than", "168h", "-timeout", "0"},
 	} {
 		var err error
 		msg := stderrOf(t, func() { err = run(args) })

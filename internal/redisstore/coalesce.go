@@ -206,6 +206,11 @@ func (c *coalescer) send(batch []*pendingGrab, groups *callGroups) {
 		if err := c.loadScript(ctx); err == nil {
 			c.run(ctx, again)
 		}
+		// A call refused again (or not sent again) never ran: it took
+		// nothing.
+		for _, sc := range noScript(again) {
+			sc.cmd.SetErr(fmt.Errorf("%w: %w", errNotSent, sc.cmd.Err()))
+		}
 	}
 	for _, sc := range calls {
 		for i, r := range c.store.replies(sc) {
@@ -272,7 +277,7 @@ func (c *coalescer) run(ctx context.Context, calls []*shardCall) {
 	if err != nil {
 		for _, sc := range calls {
 			sc.cmd = redis.NewCmd(ctx)
-			sc.cmd.SetErr(err)
+			sc.cmd.SetErr(fmt.Errorf("%w: %w", errNotSent, err)) // no master found: nothing sent
 		}
 		return
 	}
