@@ -193,7 +193,9 @@ WITH input AS (
     RETURNING e.id, e.total_cents, e.count, r.n::bigint AS n, r.no_order::bigint AS no_order,
               (e.status = 'sold_out' AND e.claimed_cents = e.total_cents)::boolean AS sold_out
 ), new_events AS (
-    SELECT 1 AS kind, a.claimed_at AS at, a.id AS ref, 'packet.claimed'::event_type AS type, a.envelope_id,
+    -- Grab order: by time, and grabs of one instant (a coalesced call's) in
+    -- hand-out order, highest packet id first: ref is the packet id negated.
+    SELECT 1 AS kind, a.claimed_at AS at, -a.id AS ref, 'packet.claimed'::event_type AS type, a.envelope_id,
            a.id AS packet_id, NULL::jsonb AS data
     FROM applied a
     UNION ALL
@@ -203,11 +205,8 @@ WITH input AS (
 )
 , event_base AS (SELECT take_event_ids(count(*)) AS base FROM new_events)
 , event_rows AS (
-    -- Grab order: by time, and within an envelope's millisecond (a
-    -- coalesced call's grabs) in hand-out order, highest packet id first.
     INSERT INTO events (id, type, envelope_id, packet_id, data)
-    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.envelope_id, n.ref DESC), n.type, n.envelope_id,
-           n.packet_id, n.data
+    SELECT b.base + row_number() OVER (ORDER BY n.kind, n.at, n.ref), n.type, n.envelope_id, n.packet_id, n.data
     FROM new_events n CROSS JOIN event_base b
     RETURNING id
 )
