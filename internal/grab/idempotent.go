@@ -21,6 +21,10 @@ import (
 // more than one, so that deleting keeps ahead of creating.
 const pruneKeys = 16
 
+// createMarkTTL bounds how long a keyed create's mark (Keys.CreateUnderWay)
+// outlives a grabber that died making it: longer than any create takes.
+const createMarkTTL = time.Minute
+
 // Render turns a created envelope into the answer's body.
 type Render func(Envelope) ([]byte, error)
 
@@ -43,6 +47,23 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	case !errors.Is(err, pgstore.ErrNoIdempotencyKey):
 		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	// A repeat sent before this create has written its key (it is taking
+	// ids, or reserving the sender's cents) finds the mark and is told to
+	// wait (409), rather than refused for the cents this one holds or made
+	// again. The mark outlives a create that dies (createMarkTTL); past it,
+	// the key row decides, as before.
+	marked, err := s.redis.MarkCreate(ctx, client, ir.Key, createMarkTTL)
+	if err != nil {
+		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if !marked {
+		return idempotency.Answer{}, idempotency.ErrInProgress
+	}
+	defer func() {
+		if err := s.redis.UnmarkCreate(context.WithoutCancel(ctx), client, ir.Key); err != nil {
+			reqctx.Logger(ctx, s.log).Warn("idempotent create's mark not removed; it expires", zap.Error(err))
+		}
+	}()
 	key := &pgstore.IdempotencyKey{Client: client, Key: ir.Key, RequestSHA256: ir.Fingerprint,
 		CreatedAt: now, ExpiresAt: now.Add(s.safety.idempotencyTTL)}
 	e, err := s.create(ctx, req, key)

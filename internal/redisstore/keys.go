@@ -194,3 +194,12 @@ func (k Keys) UserDailyGrabs(client, userID, day string) string {
 func (k Keys) SenderDailyCents(client, senderID, day string) string {
 	return "{" + k.prefix + ":snd:" + strconv.Itoa(len(client)) + ":" + client + ":" + senderID + "}:cents:" + day
 }
+
+// CreateUnderWay marks a create with an Idempotency-Key as under way (for a
+// client of the API, "" without API keys), so that a repeat sent before the
+// first has written its key is told to wait rather than refused or made
+// again. The client's name is length-prefixed, so no client and key pair
+// spells another's; a key may hold braces, so it is no hash tag.
+func (k Keys) CreateUnderWay(client, idemKey string) string {
+	return k.prefix + ":idem:" + strconv.Itoa(len(client)) + ":" + client + ":" + idemKey
+}

@@ -270,3 +270,21 @@ func (s *Store) Forget(ctx context.Context, id int64, count int, ttl time.Durati
 	}
 	return nil
 }
+
+// MarkCreate marks a keyed create under way for ttl (Keys.CreateUnderWay);
+// false when another create with the key is under way.
+func (s *Store) MarkCreate(ctx context.Context, client, idemKey string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, s.keys.CreateUnderWay(client, idemKey), 1, ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("mark the create of an idempotency key: %w", err)
+	}
+	return ok, nil
+}
+
+// UnmarkCreate ends MarkCreate's mark.
+func (s *Store) UnmarkCreate(ctx context.Context, client, idemKey string) error {
+	if err := s.rdb.Del(ctx, s.keys.CreateUnderWay(client, idemKey)).Err(); err != nil {
+		return fmt.Errorf("unmark the create of an idempotency key: %w", err)
+	}
+	return nil
+}
