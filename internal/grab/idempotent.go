@@ -14,6 +14,7 @@ import (
 	"redpacket/internal/idempotency"
 	"redpacket/internal/limits"
 	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
 	"redpacket/internal/reqctx"
 )
 
@@ -52,15 +53,17 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	// wait (409), rather than refused for the cents this one holds or made
 	// again. The mark outlives a create that dies (createMarkTTL); past it,
 	// the key row decides, as before.
-	marked, err := s.redis.MarkCreate(ctx, client, ir.Key, createMarkTTL)
-	if err != nil {
+	mark, err := s.redis.MarkCreate(ctx, client, ir.Key, ir.Fingerprint, createMarkTTL)
+	switch {
+	case errors.Is(err, redisstore.ErrCreateUnderWay):
+		return idempotency.Answer{}, idempotency.ErrInProgress
+	case errors.Is(err, redisstore.ErrCreateOtherBody):
+		return idempotency.Answer{}, idempotency.ErrMismatch
+	case err != nil:
 		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if !marked {
-		return idempotency.Answer{}, idempotency.ErrInProgress
-	}
 	defer func() {
-		if err := s.redis.UnmarkCreate(context.WithoutCancel(ctx), client, ir.Key); err != nil {
+		if err := s.redis.UnmarkCreate(context.WithoutCancel(ctx), client, ir.Key, mark); err != nil {
 			reqctx.Logger(ctx, s.log).Warn("idempotent create's mark not removed; it expires", zap.Error(err))
 		}
 	}()

@@ -148,6 +148,12 @@ func TestIdempotentRetryDuringTheFirstIsNotCappedByIt(t *testing.T) {
 				_, err := svc.CreateIdempotent(t.Context(), req, ir, render)
 				retried <- err
 			}()
+			// The key with another body meanwhile: that body is refused.
+			other := envelope.CreateRequest{SenderID: "s", TotalCents: 300, Count: 3}
+			otherIR := idempotency.Request{Key: ir.Key, Fingerprint: bytes.Repeat([]byte{5}, 32)}
+			if _, err := svc.CreateIdempotent(t.Context(), other, otherIR, render); !errors.Is(err, idempotency.ErrMismatch) {
+				t.Errorf("the key with another body while the first was under way: %v, want a mismatch", err)
+			}
 			time.Sleep(300 * time.Millisecond)
 			if err := lock.Rollback(t.Context()); err != nil {
 				t.Fatal(err)
@@ -155,8 +161,8 @@ func TestIdempotentRetryDuringTheFirstIsNotCappedByIt(t *testing.T) {
 			if err := <-first; err != nil {
 				t.Fatalf("first create: %v", err)
 			}
-			if err := <-retried; err != nil && !errors.Is(err, idempotency.ErrInProgress) {
-				t.Errorf("retry while the first was under way: %v; want its answer or in progress, not the sender's limit", err)
+			if err := <-retried; !errors.Is(err, idempotency.ErrInProgress) {
+				t.Errorf("retry while the first was under way: %v; want in progress, not the sender's limit", err)
 			}
 		})
 	}

@@ -88,3 +88,41 @@ func TestCallerLeavingTheQueueIsToldNotSent(t *testing.T) {
 		t.Errorf("pool holds %d packets (%v), want 1: the grab of the caller that left was not sent", n, err)
 	}
 }
+
+// A keyed create's mark is ended only by the create that set it: one that
+// outlived its mark does not end the next create's.
+func TestCreateMarkEndedOnlyByItsCreate(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := New(rdb, prefix, 4)
+	ctx := t.Context()
+	fp := make([]byte, 32)
+	slow, err := s.MarkCreate(ctx, "c", "k", fp, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute); !errors.Is(err, ErrCreateUnderWay) {
+		t.Fatalf("a second mark while the first holds: %v, want ErrCreateUnderWay", err)
+	}
+	other := make([]byte, 32)
+	other[0] = 1
+	if _, err := s.MarkCreate(ctx, "c", "k", other, time.Minute); !errors.Is(err, ErrCreateOtherBody) {
+		t.Fatalf("a mark of another body: %v, want ErrCreateOtherBody", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the slow create's mark expires
+	next, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UnmarkCreate(ctx, "c", "k", slow); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute); !errors.Is(err, ErrCreateUnderWay) {
+		t.Errorf("after the slow create ended its old mark: %v, want the next create's still held", err)
+	}
+	if err := s.UnmarkCreate(ctx, "c", "k", next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute); err != nil {
+		t.Errorf("after the next create ended its mark: %v", err)
+	}
+}

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -271,19 +273,25 @@ func (s *Store) Forget(ctx context.Context, id int64, count int, ttl time.Durati
 	return nil
 }
 
-// MarkCreate marks a keyed create under way for ttl (Keys.CreateUnderWay);
-// false when another create with the key is under way.
-func (s *Store) MarkCreate(ctx context.Context, client, idemKey string, ttl time.Duration) (bool, error) {
-	ok, err := s.rdb.SetNX(ctx, s.keys.CreateUnderWay(client, idemKey), 1, ttl).Result()
+// MarkCreate marks a keyed create under way for ttl (Keys.CreateUnderWay,
+// create_mark.lua) and returns the mark to end it with, or
+// ErrCreateUnderWay (a create of the same request, by fingerprint, is under
+// way) or ErrCreateOtherBody (one of another body is).
+func (s *Store) MarkCreate(ctx context.Context, client, idemKey string, fingerprint []byte, ttl time.Duration) (string, error) {
+	token := make([]byte, 8)
+	_, _ = rand.Read(token) // never fails (crypto/rand)
+	mark := hex.EncodeToString(fingerprint) + ":" + hex.EncodeToString(token)
+	_, _, err := createMarkScript.Run(ctx, s.rdb, []string{s.keys.CreateUnderWay(client, idemKey)}, mark,
+		max(ttl.Milliseconds(), 1))
 	if err != nil {
-		return false, fmt.Errorf("mark the create of an idempotency key: %w", err)
+		return "", fmt.Errorf("mark the create of an idempotency key: %w", err)
 	}
-	return ok, nil
+	return mark, nil
 }
 
-// UnmarkCreate ends MarkCreate's mark.
-func (s *Store) UnmarkCreate(ctx context.Context, client, idemKey string) error {
-	if err := s.rdb.Del(ctx, s.keys.CreateUnderWay(client, idemKey)).Err(); err != nil {
+// UnmarkCreate ends MarkCreate's mark, if it is still this create's.
+func (s *Store) UnmarkCreate(ctx context.Context, client, idemKey, mark string) error {
+	if _, _, err := createUnmarkScript.Run(ctx, s.rdb, []string{s.keys.CreateUnderWay(client, idemKey)}, mark); err != nil {
 		return fmt.Errorf("unmark the create of an idempotency key: %w", err)
 	}
 	return nil

@@ -27,6 +27,10 @@ var (
 	failSource string
 	//go:embed reload.lua
 	reloadSource string
+	//go:embed create_mark.lua
+	createMarkSource string
+	//go:embed create_unmark.lua
+	createUnmarkSource string
 
 	grabScript = rs.New("grab.lua", grabSource,
 		rs.Reply{Code: grabDone, Name: "DONE"},
@@ -60,8 +64,17 @@ var (
 		rs.Reply{Code: reloadDone, Name: "RELOADED"},
 		rs.Reply{Code: reloadNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended})
 
+	createMarkScript = rs.New("create_mark.lua", createMarkSource,
+		rs.Reply{Code: createMarked, Name: "MARKED"},
+		rs.Reply{Code: createUnderWay, Name: "UNDER_WAY", Err: ErrCreateUnderWay},
+		rs.Reply{Code: createOtherBody, Name: "OTHER_BODY", Err: ErrCreateOtherBody})
+	createUnmarkScript = rs.New("create_unmark.lua", createUnmarkSource,
+		rs.Reply{Code: createEnded, Name: "ENDED"},
+		rs.Reply{Code: createNotOurs, Name: "NOT_OURS"})
+
 	// scripts is every script of the package, for the checks.
-	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, takeScript, ackScript, closeScript, failScript, reloadScript}
+	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, takeScript, ackScript, closeScript, failScript, reloadScript,
+		createMarkScript, createUnmarkScript}
 )
 
 // grabOutcomes are the codes of each grab inside grab.lua's payload, with
@@ -139,6 +152,15 @@ const (
 	ackOther    rs.Code = 1
 	closeNoMeta rs.Code = 0
 	closeFound  rs.Code = 1
+)
+
+// Reply codes of create_mark.lua and create_unmark.lua.
+const (
+	createMarked    rs.Code = 0
+	createUnderWay  rs.Code = 1
+	createOtherBody rs.Code = 2
+	createEnded     rs.Code = 0
+	createNotOurs   rs.Code = 1
 )
 
 // Reply codes of fail.lua.

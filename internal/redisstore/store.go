@@ -33,6 +33,10 @@ var (
 	ErrNotStarted    = errors.New("envelope not started yet")
 	ErrNotRecipient  = errors.New("user is not a recipient of the envelope")
 	ErrWrongPassword = errors.New("wrong password for the envelope")
+	// ErrCreateUnderWay and ErrCreateOtherBody: a create with the
+	// Idempotency-Key is under way, of the same request or another body.
+	ErrCreateUnderWay  = errors.New("a create with this idempotency key is under way")
+	ErrCreateOtherBody = errors.New("a create with this idempotency key and another body is under way")
 	// ErrUnreserved: a grab sent without a reservation (GrabUnreserved)
 	// would have taken a packet; it took nothing.
 	ErrUnreserved = errors.New("grab would take a packet but holds no reservation of the user's limits")
