@@ -60,6 +60,9 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	case errors.Is(err, redisstore.ErrCreateOtherBody):
 		return idempotency.Answer{}, idempotency.ErrMismatch
 	case err != nil:
+		// The mark may be set, its answer lost: ended, or this request's
+		// retry would be told for a minute that it is under way.
+		_ = s.redis.UnmarkCreate(context.WithoutCancel(ctx), client, ir.Key, mark)
 		return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer func() {

@@ -34,6 +34,15 @@ import (
 //	{<prefix>:ids}:share:<yyMMdd>            counter: share codes taken on a day
 //	{<prefix>:ids}:shortids                  bitmap: short user ids in use
 //	{<prefix>:ids}:shortids:ready            flag: the bitmap holds every id in PostgreSQL
+//
+// A keyed create's mark is a script's only key, so it needs no tag (and the
+// Idempotency-Key it holds may contain braces):
+//
+//	<prefix>:idem:<len(client)>:<client>:<key>  string: "<fingerprint hex>:<token>" of the
+//	                                         create under way (create_mark.lua)
+//
+// The user and sender limits' keys are built below, each under a tag of
+// its user's or sender's.
 type Keys struct {
 	prefix string
 	shards int

@@ -276,7 +276,9 @@ func (s *Store) Forget(ctx context.Context, id int64, count int, ttl time.Durati
 // MarkCreate marks a keyed create under way for ttl (Keys.CreateUnderWay,
 // create_mark.lua) and returns the mark to end it with, or
 // ErrCreateUnderWay (a create of the same request, by fingerprint, is under
-// way) or ErrCreateOtherBody (one of another body is).
+// way) or ErrCreateOtherBody (one of another body is). On any other error
+// the mark is returned too: the script may have run with its answer lost,
+// and the caller ends it (UnmarkCreate), or a retry would wait it out.
 func (s *Store) MarkCreate(ctx context.Context, client, idemKey string, fingerprint []byte, ttl time.Duration) (string, error) {
 	token := make([]byte, 8)
 	_, _ = rand.Read(token) // never fails (crypto/rand)
@@ -284,7 +286,7 @@ func (s *Store) MarkCreate(ctx context.Context, client, idemKey string, fingerpr
 	_, _, err := createMarkScript.Run(ctx, s.rdb, []string{s.keys.CreateUnderWay(client, idemKey)}, mark,
 		max(ttl.Milliseconds(), 1))
 	if err != nil {
-		return "", fmt.Errorf("mark the create of an idempotency key: %w", err)
+		return mark, fmt.Errorf("mark the create of an idempotency key: %w", err)
 	}
 	return mark, nil
 }
