@@ -12,7 +12,6 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/idempotency"
-	"redpacket/internal/limits"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/reqctx"
@@ -52,7 +51,7 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	// ids, or reserving the sender's cents) finds the mark and is told to
 	// wait (409), rather than refused for the cents this one holds or made
 	// again. The mark outlives a create that dies (createMarkTTL); past it,
-	// the key row decides, as before.
+	// the key row decides (a repeat waits on the first's uncommitted key).
 	mark, err := s.redis.MarkCreate(ctx, client, ir.Key, ir.Fingerprint, createMarkTTL)
 	switch {
 	case errors.Is(err, redisstore.ErrCreateUnderWay):
@@ -81,16 +80,6 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 			return idempotency.Answer{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return s.repeat(ctx, client, req, ir, rec, render)
-	}
-	if errors.Is(err, limits.ErrExceeded) {
-		// The sender's cents may be those of a create with this key still
-		// under way (its key not yet committed, so not found above): once
-		// it is done, a repeat is answered as such, not refused.
-		if s.pg.AwaitIdempotencyKey(ctx, client, ir.Key) == nil {
-			if rec, rerr := s.pg.IdempotencyKey(ctx, client, ir.Key, now); rerr == nil {
-				return s.repeat(ctx, client, req, ir, rec, render)
-			}
-		}
 	}
 	if err != nil {
 		return idempotency.Answer{}, err

@@ -94,19 +94,3 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, now time.Time, maxRows
 	}
 	return n, nil
 }
-
-// AwaitIdempotencyKey waits, up to ctx, until a create that is writing the
-// key in a transaction of its own has committed or rolled back; then
-// IdempotencyKey finds the key if that create made an envelope. It writes
-// nothing.
-func (s *Store) AwaitIdempotencyKey(ctx context.Context, client, key string) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("await idempotency key: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // always rolled back: a probe
-	if err := s.q.WithTx(tx).AwaitIdempotencyKey(ctx, dbsqlc.AwaitIdempotencyKeyParams{ClientName: client, IdemKey: key}); err != nil {
-		return fmt.Errorf("await idempotency key: %w", err)
-	}
-	return nil
-}

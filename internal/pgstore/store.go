@@ -81,7 +81,6 @@ type NewEnvelope struct {
 // one's transaction, then gets ErrIdempotencyKeyTaken before it writes
 // anything.
 func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, n NewEnvelope) error {
-	firstPacketID, amounts, recipients, key := n.FirstPacketID, n.Amounts, n.Recipients, n.Key
 	if e.Kind == "" {
 		e.Kind = envelope.KindRandom
 	}
@@ -90,13 +89,13 @@ func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, n NewEnvelope
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
-		if err := claimIdempotencyKey(ctx, q, key, e.ID); err != nil {
+		if err := claimIdempotencyKey(ctx, q, n.Key, e.ID); err != nil {
 			return err
 		}
 		err := q.InsertEnvelope(ctx, dbsqlc.InsertEnvelopeParams{
 			ID: e.ID, Shard: e.Shard, ShareCode: e.ShareCode, SenderID: e.SenderID, TotalCents: e.TotalCents,
 			Count: e.Count, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, Kind: e.Kind,
-			RecipientsCount: len(recipients), PasswordDigest: e.PasswordDigest, Greeting: e.Greeting,
+			RecipientsCount: len(n.Recipients), PasswordDigest: e.PasswordDigest, Greeting: e.Greeting,
 			Metadata: e.Metadata, StartsAt: e.StartsAt,
 		})
 		if hasConstraint(err, "envelopes_share_code_key") {
@@ -105,14 +104,14 @@ func (s *Store) InsertEnvelopeFor(ctx context.Context, e Envelope, n NewEnvelope
 		if err != nil {
 			return fmt.Errorf("insert envelope %d: %w", e.ID, err)
 		}
-		if len(recipients) > 0 {
-			if err := q.InsertRecipients(ctx, dbsqlc.InsertRecipientsParams{EnvelopeID: e.ID, UserIds: recipients}); err != nil {
+		if len(n.Recipients) > 0 {
+			if err := q.InsertRecipients(ctx, dbsqlc.InsertRecipientsParams{EnvelopeID: e.ID, UserIds: n.Recipients}); err != nil {
 				return fmt.Errorf("insert recipients of envelope %d: %w", e.ID, err)
 			}
 		}
-		packets := make([]dbsqlc.InsertPacketsParams, len(amounts))
-		for i, a := range amounts {
-			packets[i] = dbsqlc.InsertPacketsParams{ID: firstPacketID + int64(i), EnvelopeID: e.ID, AmountCents: a}
+		packets := make([]dbsqlc.InsertPacketsParams, len(n.Amounts))
+		for i, a := range n.Amounts {
+			packets[i] = dbsqlc.InsertPacketsParams{ID: n.FirstPacketID + int64(i), EnvelopeID: e.ID, AmountCents: a}
 		}
 		if _, err := q.InsertPackets(ctx, packets); err != nil {
 			return fmt.Errorf("copy packets of envelope %d: %w", e.ID, err)

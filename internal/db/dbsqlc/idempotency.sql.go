@@ -10,26 +10,6 @@ import (
 	"time"
 )
 
-const AwaitIdempotencyKey = `-- name: AwaitIdempotencyKey :exec
-INSERT INTO idempotency_keys (client_name, idem_key, request_sha256, envelope_id, created_at, expires_at)
-VALUES ($1, $2, decode(repeat('00', 32), 'hex'), 0, now(), now() + interval '1 second')
-ON CONFLICT (client_name, idem_key) DO NOTHING
-`
-
-type AwaitIdempotencyKeyParams struct {
-	ClientName string
-	IdemKey    string
-}
-
-// AwaitIdempotencyKey waits until a create writing the key (its row not yet
-// committed, so no read sees it) commits or rolls back: an insert of the
-// same key waits on the other's. Its caller always rolls it back, so it
-// writes nothing.
-func (q *Queries) AwaitIdempotencyKey(ctx context.Context, arg AwaitIdempotencyKeyParams) error {
-	_, err := q.db.Exec(ctx, AwaitIdempotencyKey, arg.ClientName, arg.IdemKey)
-	return err
-}
-
 const ClaimIdempotencyKey = `-- name: ClaimIdempotencyKey :execrows
 
 INSERT INTO idempotency_keys AS k (client_name, idem_key, request_sha256, envelope_id, created_at, expires_at)

@@ -14,15 +14,6 @@ ON CONFLICT (client_name, idem_key) DO UPDATE
         response_status = NULL, response_body = NULL
     WHERE k.expires_at <= excluded.created_at;
 
--- name: AwaitIdempotencyKey :exec
--- AwaitIdempotencyKey waits until a create writing the key (its row not yet
--- committed, so no read sees it) commits or rolls back: an insert of the
--- same key waits on the other's. Its caller always rolls it back, so it
--- writes nothing.
-INSERT INTO idempotency_keys (client_name, idem_key, request_sha256, envelope_id, created_at, expires_at)
-VALUES (@client_name, @idem_key, decode(repeat('00', 32), 'hex'), 0, now(), now() + interval '1 second')
-ON CONFLICT (client_name, idem_key) DO NOTHING;
-
 -- name: LiveIdempotencyKey :one
 -- LiveIdempotencyKey reads a key's row if it has not expired at @now.
 SELECT request_sha256, envelope_id, response_status, response_body FROM idempotency_keys
