@@ -287,6 +287,7 @@ func (c *coalescer) run(ctx context.Context, calls []*shardCall) {
 			// WAIT 0 would block until the pipeline's own timeout.
 			wait := redis.NewIntCmd(ctx, "WAIT", n, max(timeout.Milliseconds(), 1))
 			c.pipeline(ctx, node, group, wait)
+			c.reloadIfMoved(ctx, group)
 			if got, err := wait.Result(); err != nil || got < int64(n) {
 				for _, sc := range group {
 					sc.err = fmt.Errorf("%w: %d of %d replicas confirmed (%v)", ErrNotReplicated, got, n, err)
@@ -295,6 +296,26 @@ func (c *coalescer) run(ctx context.Context, calls []*shardCall) {
 		})
 	}
 	wg.Wait()
+}
+
+// reloadIfMoved asks the cluster client to read the slots again when a
+// master sent calls elsewhere: calls sent to a master directly are not
+// redirected, so until the client learns of a failover or a moved slot every
+// call for it would go to the old master. The calls themselves took nothing
+// (TookNothing) and are answered as unavailable.
+func (c *coalescer) reloadIfMoved(ctx context.Context, calls []*shardCall) {
+	cluster, ok := c.store.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	for _, sc := range calls {
+		_, moved := redis.IsMovedError(sc.cmd.Err())
+		_, ask := redis.IsAskError(sc.cmd.Err())
+		if moved || ask {
+			cluster.ReloadState(ctx)
+			return
+		}
+	}
 }
 
 // nodes groups the calls by the master that holds their shard.

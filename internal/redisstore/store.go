@@ -252,13 +252,14 @@ func (s *Store) grabWith(ctx context.Context, envelopeID int64, userID, digest s
 var errNotSent = errors.New("not sent")
 
 // TookNothing reports an error of a grab that certainly took no packet: it
-// was never sent, or the script answered a refusal (or asked for order
-// numbers, or for its buckets to be read again) and took nothing. A call
-// whose answer was lost, or that replicas did not confirm, may have taken
-// one: false.
+// was never sent, Redis refused it before running it, or the script answered
+// a refusal (or asked for order numbers, or for its buckets to be read again)
+// and took nothing. A call whose answer was lost, or that replicas did not
+// confirm, may have taken one: false.
 func TookNothing(err error) bool {
 	var short *OrderShortage
-	if errors.As(err, &short) || errors.Is(err, errNotSent) || errors.Is(err, errStaleBuckets) {
+	if errors.As(err, &short) || errors.Is(err, errNotSent) || errors.Is(err, errStaleBuckets) ||
+		refusedUnrun(err) {
 		return true
 	}
 	for _, o := range grabOutcomes {
@@ -267,6 +268,20 @@ func TookNothing(err error) bool {
 		}
 	}
 	return false
+}
+
+// refusedUnrun reports a Redis reply that refuses a script call before it
+// runs: its shard's slot is elsewhere (MOVED, ASK: the cluster client follows
+// these itself, but not a call sent to a master directly, as with
+// WaitForReplicas) or moving (TRYAGAIN), the cluster or the master is down
+// (CLUSTERDOWN, MASTERDOWN), the data is still loading (LOADING), or the
+// node is a replica, where every write is refused, the first included
+// (READONLY). Calls are sent at most once, so go-redis hands these back.
+func refusedUnrun(err error) bool {
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask || redis.IsTryAgainError(err) || redis.IsClusterDownError(err) ||
+		redis.IsMasterDownError(err) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
 }
 
 // maxGrabAttempts bounds how often a grab is asked again after its shard
