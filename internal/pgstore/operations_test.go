@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"math"
 	"regexp"
 	"slices"
 	"testing"
@@ -67,6 +68,34 @@ func TestLedgerCountsEverySettlement(t *testing.T) {
 	}
 	if l.Suspended != 0 {
 		t.Errorf("suspended envelopes after the refund: %d, want 0", l.Suspended)
+	}
+}
+
+// The totals run for the life of the service: once their cents pass
+// int64's range (about a thousand envelopes of the largest total the
+// service accepts), envelopes still settle, and the metrics still read.
+func TestSettlementTotalsPastInt64StillSettle(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := t.Context()
+	const near = math.MaxInt64 - 100 // the sums of a long history
+	if _, err := pool.Exec(ctx, `UPDATE settlement_totals SET envelopes = 1023, claimed_cents = $1, refunded_cents = $1`, int64(near)); err != nil {
+		t.Fatal(err)
+	}
+	a := open(t, s, 1001, 5001, []int64{100, 200, 300})
+	if _, err := s.ApplyClaims(ctx, []pgstore.Claim{claim(a.ID, a.packet(0), "u1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, a.ID, t0, "open"); err != nil {
+		t.Fatalf("settling with the totals near int64's end: %v", err)
+	}
+	l, err := s.Ledger(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.Finished["settled"]
+	if want := float64(near) + 100; got.Envelopes != 1024 || got.ClaimedCents != want || got.RefundedCents != float64(near)+500 {
+		t.Errorf("settled totals %+v, want 1024 envelopes, claimed %g, refunded %g", got, want, float64(near)+500)
 	}
 }
 

@@ -54,10 +54,12 @@ type Ledger struct {
 }
 
 // Finished are the totals of the envelopes that reached one final status.
+// The cents are floats, as the metrics hold them: running totals for the
+// life of the service may pass int64's range (settlement_totals is numeric).
 type Finished struct {
 	Envelopes     int64
-	ClaimedCents  int64
-	RefundedCents int64
+	ClaimedCents  float64
+	RefundedCents float64
 }
 
 // AuditRun is the outcome of the last `flusher audit`; zero if none ran.
@@ -119,7 +121,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 
-	var refunded, settled int64
+	var refunded, settled float64
 	for _, s := range FinishedStatuses {
 		f := l.Finished[s]
 		refunded += f.RefundedCents
@@ -128,8 +130,8 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(finishedDesc, prometheus.CounterValue, float64(f.Envelopes), s)
 	}
-	ch <- prometheus.MustNewConstMetric(refundedDesc, prometheus.CounterValue, float64(refunded))
-	ch <- prometheus.MustNewConstMetric(settledDesc, prometheus.CounterValue, float64(settled))
+	ch <- prometheus.MustNewConstMetric(refundedDesc, prometheus.CounterValue, refunded)
+	ch <- prometheus.MustNewConstMetric(settledDesc, prometheus.CounterValue, settled)
 	ch <- prometheus.MustNewConstMetric(suspendedDesc, prometheus.GaugeValue, float64(l.Suspended))
 	ch <- prometheus.MustNewConstMetric(webhookPendingDesc, prometheus.GaugeValue, float64(l.WebhookPending))
 	at := 0.0

@@ -389,10 +389,10 @@ type SettlementTotal struct {
 	Status string
 	// How many envelopes reached it.
 	Envelopes int64
-	// Their claimed cents, summed.
-	ClaimedCents int64
-	// Their refunded cents, summed.
-	RefundedCents int64
+	// Their claimed cents, summed (numeric: a running total for the life of the service, past bigint's range).
+	ClaimedCents pgtype.Numeric
+	// Their refunded cents, summed (numeric: a running total for the life of the service, past bigint's range).
+	RefundedCents pgtype.Numeric
 }
 
 // The commitment to an envelope's split, given in the create answer; the salt is shown (GET /v1/envelopes/{id}/split) only once the envelope is settled. One row per envelope, written in the transaction that writes the envelope; envelopes created before this table have none.

@@ -13,7 +13,7 @@ import (
 const AddSettlementTotals = `-- name: AddSettlementTotals :exec
 
 INSERT INTO settlement_totals AS t (status, envelopes, claimed_cents, refunded_cents)
-VALUES ($1, 1, $2, $3)
+VALUES ($1, 1, $2::bigint, $3::bigint)
 ON CONFLICT (status) DO UPDATE SET envelopes = t.envelopes + 1,
     claimed_cents = t.claimed_cents + excluded.claimed_cents,
     refunded_cents = t.refunded_cents + excluded.refunded_cents
@@ -29,7 +29,8 @@ type AddSettlementTotalsParams struct {
 // migration 000006): settlement totals, the last audit, the envelopes
 // suspended now and the webhook backlog.
 // AddSettlementTotals counts one settlement (status settled or failed) and
-// its money, in the settling transaction.
+// its money, in the settling transaction. The sums are numeric (migration
+// 000023): a running total for the life of the service outgrows bigint.
 func (q *Queries) AddSettlementTotals(ctx context.Context, arg AddSettlementTotalsParams) error {
 	_, err := q.db.Exec(ctx, AddSettlementTotals, arg.Status, arg.ClaimedCents, arg.RefundedCents)
 	return err
@@ -114,19 +115,29 @@ func (q *Queries) RecordAudit(ctx context.Context, arg RecordAuditParams) error 
 }
 
 const SettlementTotals = `-- name: SettlementTotals :many
-SELECT status, envelopes, claimed_cents, refunded_cents FROM settlement_totals
+SELECT status, envelopes, claimed_cents::float8 AS claimed_cents,
+    refunded_cents::float8 AS refunded_cents
+FROM settlement_totals
 `
 
-// SettlementTotals reads the totals of every final status.
-func (q *Queries) SettlementTotals(ctx context.Context) ([]SettlementTotal, error) {
+type SettlementTotalsRow struct {
+	Status        string
+	Envelopes     int64
+	ClaimedCents  float64
+	RefundedCents float64
+}
+
+// SettlementTotals reads the totals of every final status, the cents as
+// the float a metric holds (the numeric sums may pass int64's range).
+func (q *Queries) SettlementTotals(ctx context.Context) ([]SettlementTotalsRow, error) {
 	rows, err := q.db.Query(ctx, SettlementTotals)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []SettlementTotal
+	var items []SettlementTotalsRow
 	for rows.Next() {
-		var i SettlementTotal
+		var i SettlementTotalsRow
 		if err := rows.Scan(
 			&i.Status,
 			&i.Envelopes,

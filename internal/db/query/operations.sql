@@ -4,16 +4,20 @@
 
 -- name: AddSettlementTotals :exec
 -- AddSettlementTotals counts one settlement (status settled or failed) and
--- its money, in the settling transaction.
+-- its money, in the settling transaction. The sums are numeric (migration
+-- 000023): a running total for the life of the service outgrows bigint.
 INSERT INTO settlement_totals AS t (status, envelopes, claimed_cents, refunded_cents)
-VALUES (@status, 1, @claimed_cents, @refunded_cents)
+VALUES (@status, 1, @claimed_cents::bigint, @refunded_cents::bigint)
 ON CONFLICT (status) DO UPDATE SET envelopes = t.envelopes + 1,
     claimed_cents = t.claimed_cents + excluded.claimed_cents,
     refunded_cents = t.refunded_cents + excluded.refunded_cents;
 
 -- name: SettlementTotals :many
--- SettlementTotals reads the totals of every final status.
-SELECT status, envelopes, claimed_cents, refunded_cents FROM settlement_totals;
+-- SettlementTotals reads the totals of every final status, the cents as
+-- the float a metric holds (the numeric sums may pass int64's range).
+SELECT status, envelopes, claimed_cents::float8 AS claimed_cents,
+    refunded_cents::float8 AS refunded_cents
+FROM settlement_totals;
 
 -- name: CountSuspended :one
 -- CountSuspended counts the envelopes suspended now (the partial index of
