@@ -24,9 +24,14 @@ import (
 // committed. So every claim is written exactly once.
 func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	start := time.Now()
+	// Every error names the shard: the stall alert sends operators to the
+	// flushers' logs for the shard it names.
 	b, err := f.redis.TakeBatch(ctx, shard, f.takeSize())
-	if err != nil || b.Len() == 0 {
-		return 0, err
+	if err != nil {
+		return 0, fmt.Errorf("shard %d: take: %w", shard, err)
+	}
+	if b.Len() == 0 {
+		return 0, nil
 	}
 	phase := phaseClock(start)
 	phase(telemetry.PhaseTake)
@@ -53,10 +58,13 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 		return 0, fmt.Errorf("shard %d: %w", shard, err)
 	}
 	phase(telemetry.PhaseLedger)
-	observeLag(claims)
+	// The lag ends at the commit but is observed after the ack: a batch
+	// whose check or ack fails is taken and committed again, and observed
+	// then, so observing it here too would count its claims twice.
+	committed := time.Now()
 	f.report(shard, len(claims), res)
 	if err := f.checkBatch(ctx, claims, res); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("shard %d: check: %w", shard, err)
 	}
 	phase(telemetry.PhaseCheck)
 	if err := hook(f.afterCommit, shard); err != nil {
@@ -67,7 +75,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	// corruption.
 	acked, rejected, err := f.redis.AckBatch(ctx, b, refused)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("shard %d: ack: %w", shard, err)
 	}
 	phase(telemetry.PhaseAck)
 	if len(rejected) > 0 {
@@ -81,6 +89,7 @@ func (f *Flusher) FlushShard(ctx context.Context, shard int) (int, error) {
 	}
 	telemetry.FlushBatches.WithLabelValues(strconv.Itoa(shard)).Inc()
 	telemetry.FlushBatchSize.Observe(float64(b.Len()))
+	observeLag(claims, committed)
 	telemetry.FlushBatchSeconds.Observe(time.Since(start).Seconds())
 	return b.Len(), nil
 }
@@ -96,11 +105,11 @@ func phaseClock(start time.Time) func(phase string) {
 	}
 }
 
-// observeLag records, per claim, how long after the grab it became durable.
-func observeLag(claims []pgstore.Claim) {
-	now := time.Now()
+// observeLag records, per claim, how long after the grab it became durable:
+// committed is when the batch's last transaction committed.
+func observeLag(claims []pgstore.Claim, committed time.Time) {
 	for _, c := range claims {
-		telemetry.FlushLagSeconds.Observe(now.Sub(c.ClaimedAt).Seconds())
+		telemetry.FlushLagSeconds.Observe(committed.Sub(c.ClaimedAt).Seconds())
 	}
 }
 

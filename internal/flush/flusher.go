@@ -163,6 +163,7 @@ func (f *Flusher) Run(ctx context.Context) error {
 	f.log.Info("flusher running", zap.Int("shards", f.redis.Keys().Shards()),
 		zap.Int("batch_size", f.cfg.BatchSize), zap.Int("pipeline", f.cfg.Pipeline), zap.Int("writers", f.cfg.Writers), zap.Duration("idle_wait", f.cfg.IdleWait),
 		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
+	startShardSeries(f.redis.Keys().Shards())
 	backoff := backoffStart
 	var nextUpkeep, nextRepair, nextLease time.Time
 	if f.cfg.Leases != nil {
@@ -245,6 +246,17 @@ func (f *Flusher) gaugePending(ctx context.Context) error {
 		telemetry.PendingClaims.WithLabelValues(strconv.Itoa(shard)).Set(float64(n))
 	}
 	return nil
+}
+
+// startShardSeries creates each shard's batch counter at 0 when the flusher
+// starts, as the README promises of labelled counters: one that first
+// appears at 1, after a restart, hides that batch from increase() and
+// rate(). Every shard, not only those this flusher's leases hold: a shard
+// may move to it at any time.
+func startShardSeries(shards int) {
+	for shard := range shards {
+		telemetry.FlushBatches.WithLabelValues(strconv.Itoa(shard))
+	}
 }
 
 // takeSize is how many claims a batch takes from a shard at most.
