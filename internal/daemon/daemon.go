@@ -8,7 +8,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,12 +72,13 @@ func Open(ctx context.Context, c config.Config, log *zap.Logger) (*Clients, erro
 	return cl, nil
 }
 
-// Ready checks that both servers answer.
+// Ready checks that both servers answer, and a Redis Cluster serves every
+// slot (pingRedis).
 func (c *Clients) Ready(ctx context.Context) error {
 	if err := c.PG.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	if err := c.Redis.Ping(ctx).Err(); err != nil {
+	if err := pingRedis(ctx, c.Redis); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
 	return nil
@@ -86,8 +89,57 @@ func (c *Clients) Ready(ctx context.Context) error {
 func (c *Clients) Checks() map[string]telemetry.Check {
 	return map[string]telemetry.Check{
 		"postgres": c.PG.Ping,
-		"redis":    func(ctx context.Context) error { return c.Redis.Ping(ctx).Err() },
+		"redis":    func(ctx context.Context) error { return pingRedis(ctx, c.Redis) },
 	}
+}
+
+// pingRedis checks that Redis answers. A single server is PINGed. On a
+// cluster a PING proves little: a node answers it while its cluster is
+// down (cluster_state:fail) and refuses every grab with CLUSTERDOWN, so
+// every master must answer CLUSTER INFO with cluster_state:ok.
+func pingRedis(ctx context.Context, c redis.UniversalClient) error {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return c.Ping(ctx).Err()
+	}
+	return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		addr := m.Options().Addr
+		info, err := m.ClusterInfo(ctx).Result()
+		if refusedCommand(err) {
+			// A managed cluster that denies or renames CLUSTER INFO: the
+			// master answered, which is all that can be told of it.
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("master %s: cluster info: %w", addr, err)
+		}
+		if state := clusterState(info); state != "ok" {
+			return fmt.Errorf("master %s: cluster_state is %q, not ok: the cluster refuses requests", addr, state)
+		}
+		return nil
+	})
+}
+
+// clusterState is the cluster_state field of a CLUSTER INFO reply (ok,
+// fail), "" when the reply has none.
+func clusterState(info string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); found {
+			return v
+		}
+	}
+	return ""
+}
+
+// refusedCommand says whether err is Redis refusing the command itself (an
+// ACL denying it, or the command renamed away) rather than failing to run it.
+func refusedCommand(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "ERR unknown command")
 }
 
 // Close closes whatever is open.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/netutil"
 )
 
@@ -44,19 +46,33 @@ type Server struct {
 }
 
 // NewServer returns a server of h within lim, logging net/http's own
-// complaints (a bad TLS handshake, a panic it recovered) through log.
+// complaints (an accept that failed for want of file descriptors, a bad TLS
+// handshake, a panic it recovered) through log as warnings: each is
+// something going wrong that an operator filtering out info must still see.
+// Every request, OPTIONS * included, is h's to answer, so that each answer
+// carries h's request id and error shape.
 func NewServer(h http.Handler, log *zap.Logger, lim Limits) *Server {
 	return &Server{
 		HTTP: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: lim.ReadHeaderTimeout,
-			ReadTimeout:       lim.ReadTimeout,
-			WriteTimeout:      lim.WriteTimeout,
-			IdleTimeout:       lim.IdleTimeout,
-			ErrorLog:          zap.NewStdLog(log),
+			Handler:                      h,
+			DisableGeneralOptionsHandler: true,
+			ReadHeaderTimeout:            lim.ReadHeaderTimeout,
+			ReadTimeout:                  lim.ReadTimeout,
+			WriteTimeout:                 lim.WriteTimeout,
+			IdleTimeout:                  lim.IdleTimeout,
+			ErrorLog:                     warnLog(log),
 		},
 		maxConns: lim.MaxConns,
 	}
+}
+
+// warnLog is a standard logger writing through log at warn level.
+func warnLog(log *zap.Logger) *stdlog.Logger {
+	l, err := zap.NewStdLogAt(log, zapcore.WarnLevel)
+	if err != nil { // only for a level zap does not have
+		panic(err)
+	}
+	return l
 }
 
 // Serve runs srv on addr until ctx ends, then shuts it down, letting requests

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -11,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"redpacket/internal/httpapi"
 )
 
 // serve runs h within lim on a free loopback port until the test ends and
@@ -205,4 +211,92 @@ func TestDefaultLimits(t *testing.T) {
 	if l.ReadHeaderTimeout <= 0 || l.ReadTimeout <= 0 || l.WriteTimeout <= 0 || l.IdleTimeout <= 0 || l.MaxConns != 7 {
 		t.Errorf("DefaultLimits(7) = %+v: every limit must be set", l)
 	}
+}
+
+// What net/http itself complains of (here a panic it recovered; in
+// production an accept failing for want of file descriptors) is logged as a
+// warning, seen by an operator who filters out info.
+func TestServerLogsItsComplaintsAsWarnings(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.DebugLevel)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	panics := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeListener(ctx, zap.NewNop(), NewServer(panics, zap.New(core), DefaultLimits(0)), ln, time.Second)
+	}()
+	defer func() { cancel(); <-done }()
+	c := dial(t, ln.Addr().String())
+	if _, err := get(c, bufio.NewReader(c), 5*time.Second); err == nil {
+		t.Fatal("a handler that panicked answered")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if lines := logs.FilterMessageSnippet("panic serving").All(); len(lines) > 0 {
+			if lines[0].Level < zapcore.WarnLevel {
+				t.Fatalf("net/http's %q logged at %s, want warn or above", strings.SplitN(lines[0].Message, "\n", 2)[0], lines[0].Level)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("net/http's complaint was not logged: %v", logs.All())
+		}
+	}
+}
+
+// OPTIONS * is answered by the daemon's handler, not by net/http's bare
+// 200: as any route the handler does not serve, in the API's JSON error
+// shape, on the grabber's API (with a request id, as its every answer), its
+// metrics listener and the flusher's operations listener alike.
+func TestOptionsStarIsAnsweredByTheHandler(t *testing.T) {
+	t.Parallel()
+	log := zaptest.NewLogger(t)
+	for _, tc := range []struct {
+		name      string
+		h         http.Handler
+		requestID bool
+	}{
+		{"grabber API", httpapi.New(nil, httpapi.Options{Token: "secret", NoMetrics: true, Log: log}), true},
+		{"grabber metrics", httpapi.NewMetrics(http.NotFoundHandler(), log), false},
+		{"flusher ops", httpapi.NewOps(nil, http.NotFoundHandler(), log), false},
+	} {
+		addr := serve(t, tc.h, DefaultLimits(0))
+		star := rawRequest(t, addr, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")
+		unknown := rawRequest(t, addr, "GET /no-such-route HTTP/1.1\r\nHost: x\r\n\r\n")
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if star.status != unknown.status || star.body != unknown.body || json.Unmarshal([]byte(star.body), &e) != nil ||
+			e.Error.Code == "" || (star.requestID != "") != tc.requestID {
+			t.Errorf("%s: OPTIONS * answered %s, X-Request-Id %q, %q; want as an unknown route: %s, %q, X-Request-Id set %v",
+				tc.name, star.status, star.requestID, star.body, unknown.status, unknown.body, tc.requestID)
+		}
+		t.Logf("%s: OPTIONS * answers %s, X-Request-Id %q, %s", tc.name, star.status, star.requestID, star.body)
+	}
+}
+
+type rawAnswer struct{ status, requestID, body string }
+
+// rawRequest sends req as it is on a new connection to addr and reads the
+// answer.
+func rawRequest(t *testing.T, addr, req string) rawAnswer {
+	t.Helper()
+	c := dial(t, addr)
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawAnswer{resp.Status, resp.Header.Get("X-Request-Id"), string(body)}
 }

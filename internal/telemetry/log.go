@@ -38,7 +38,12 @@ func NewLogger(daemon, level string) (*zap.Logger, error) {
 	}
 	log = log.With(zap.String("daemon", daemon))
 	redis.SetLogger(redisLogger{log.Named("redis").WithOptions(zap.WithCaller(false))})
-	zap.RedirectStdLog(log.Named("stdlog"))
+	// What a library prints through the standard logger is a complaint (a
+	// net/http server's is its own ErrorLog, see daemon.NewServer): a
+	// warning, seen by an operator who filters out info.
+	if _, err := zap.RedirectStdLogAt(log.Named("stdlog"), zapcore.WarnLevel); err != nil {
+		return nil, fmt.Errorf("redirect the standard logger: %w", err)
+	}
 	return log, nil
 }
 
