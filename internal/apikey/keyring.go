@@ -64,7 +64,11 @@ func (ks *keyset) remember(key string, e *entry) {
 type entry struct {
 	Key
 	hash Hash
-	used atomic.Bool // accepted since last_used_at was last written
+	// usedAt is when the key was last accepted since last_used_at was
+	// written (Unix milliseconds; 0: not since). Kept to the second, not
+	// to the request: a write per second, not per request, on a line every
+	// core reads.
+	usedAt atomic.Int64
 }
 
 // Options tune a Keyring; the zero value takes the defaults.
@@ -135,8 +139,8 @@ func (k *Keyring) Lookup(token string) (Key, bool) {
 		}
 		ks.remember(token, e)
 	}
-	if !e.used.Load() { // written once per TouchEvery, not per request: no contended cache line
-		e.used.Store(true)
+	if now := time.Now().UnixMilli(); now-e.usedAt.Load() >= 1000 {
+		e.usedAt.Store(now)
 	}
 	return e.Key, true
 }
@@ -219,7 +223,7 @@ func (k *Keyring) refresh(ctx context.Context) error {
 		return nil // nothing changed: the keys already checked stay remembered
 	}
 	for h, e := range old {
-		if next[h] != e && e.used.Load() {
+		if next[h] != e && e.usedAt.Load() != 0 {
 			k.dropped = append(k.dropped, e)
 		}
 	}
@@ -227,33 +231,44 @@ func (k *Keyring) refresh(ctx context.Context) error {
 	return nil
 }
 
-// touch writes last_used_at of the keys used since the last touch. If the
-// write fails they are written next time.
+// touch writes last_used_at of the keys used since the last touch, each
+// the time of its last use (to within a second before it), not of the
+// write. If the write fails they are written next time, with a later use
+// if one came meanwhile.
 func (k *Keyring) touch(ctx context.Context) {
-	used := k.dropped
+	type use struct {
+		e  *entry
+		at int64
+	}
+	var used []use
+	for _, e := range k.dropped {
+		if at := e.usedAt.Swap(0); at != 0 {
+			used = append(used, use{e, at})
+		}
+	}
 	for _, e := range k.keys.Load().byHash {
-		if e.used.Swap(false) {
-			used = append(used, e)
+		if at := e.usedAt.Swap(0); at != 0 {
+			used = append(used, use{e, at})
 		}
 	}
 	if len(used) == 0 {
 		return
 	}
-	hashes := make([][]byte, len(used))
-	for i, e := range used {
-		hashes[i] = e.hash[:]
+	arg := dbsqlc.TouchAPIKeysParams{KeyHashes: make([][]byte, len(used)), UsedAts: make([]time.Time, len(used))}
+	for i, u := range used {
+		arg.KeyHashes[i], arg.UsedAts[i] = u.e.hash[:], time.UnixMilli(u.at)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := k.q.TouchAPIKeys(ctx, hashes); err != nil {
+	if err := k.q.TouchAPIKeys(ctx, arg); err != nil {
 		if ctx.Err() == nil {
 			k.opts.Log.Warn("cannot record the API keys' last use; will retry", zap.Error(err))
 		}
 		var gone []*entry
-		for _, e := range used {
-			e.used.Store(true)
-			if k.keys.Load().byHash[e.hash] != e {
-				gone = append(gone, e)
+		for _, u := range used {
+			u.e.usedAt.CompareAndSwap(0, u.at) // a later use stays
+			if k.keys.Load().byHash[u.e.hash] != u.e {
+				gone = append(gone, u.e)
 			}
 		}
 		k.dropped = gone

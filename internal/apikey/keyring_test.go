@@ -296,3 +296,45 @@ func TestKeyClients(t *testing.T) {
 		t.Errorf("clients %v, want %v", got, want)
 	}
 }
+
+// last_used_at is when the key was used, not when a grabber wrote it: a
+// key used, then revoked while PostgreSQL could not be written, does not
+// show a use after its revocation once the write goes through.
+func TestKeyringRecordsTheTimeOfUseNotOfTheWrite(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	key := mustCreate(t, pool, "leaked", "grab")
+	db := &countingDB{DBTX: pool}
+	kr, err := apikey.Open(t.Context(), db, apikey.Options{RefreshEvery: time.Hour, TouchEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { _ = kr.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-kr.Done() })
+	db.down.Store(true)
+	before := time.Now()
+	if _, ok := kr.Lookup(key); !ok {
+		t.Fatal("the key is not active")
+	}
+	after := time.Now()
+	n := db.n.Load()
+	eventually(t, 5*time.Second, "writes of the last use tried while down", func() bool { return db.n.Load() > n+3 })
+	if err := apikey.Revoke(t.Context(), pool, "leaked"); err != nil { // through the pool: PostgreSQL is up for the operator
+		t.Fatal(err)
+	}
+	db.down.Store(false)
+	var got apikey.Listed
+	eventually(t, 5*time.Second, "last use recorded", func() bool {
+		all, err := apikey.List(t.Context(), pool, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = all[0]
+		return got.LastUsedAt != nil
+	})
+	if got.LastUsedAt.Before(before.Add(-time.Second)) || got.LastUsedAt.After(after) || !got.LastUsedAt.Before(*got.RevokedAt) {
+		t.Errorf("last used at %v, revoked at %v; the one use was between %v and %v",
+			got.LastUsedAt, got.RevokedAt, before, after)
+	}
+}

@@ -135,12 +135,22 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, name string) (int64, error) 
 }
 
 const TouchAPIKeys = `-- name: TouchAPIKeys :exec
-UPDATE api_keys SET last_used_at = now() WHERE key_hash = ANY($1::bytea[])
+UPDATE api_keys AS k SET last_used_at = greatest(k.last_used_at, u.used_at)
+FROM (SELECT unnest($1::bytea[]) AS key_hash, unnest($2::timestamptz[]) AS used_at) AS u
+WHERE k.key_hash = u.key_hash
 `
 
-// TouchAPIKeys records that these keys were used lately (a grabber sends the
-// keys it accepted since its last call, about a minute ago).
-func (q *Queries) TouchAPIKeys(ctx context.Context, keyHashes [][]byte) error {
-	_, err := q.db.Exec(ctx, TouchAPIKeys, keyHashes)
+type TouchAPIKeysParams struct {
+	KeyHashes [][]byte
+	UsedAts   []time.Time
+}
+
+// TouchAPIKeys records when these keys were last used (a grabber sends the
+// keys it accepted since its last call, about a minute ago, each with the
+// time of a use): the time of the use, not of the write, which may come
+// long after (after a PostgreSQL outage, after the key was revoked). A
+// later use another grabber wrote already stays.
+func (q *Queries) TouchAPIKeys(ctx context.Context, arg TouchAPIKeysParams) error {
+	_, err := q.db.Exec(ctx, TouchAPIKeys, arg.KeyHashes, arg.UsedAts)
 	return err
 }

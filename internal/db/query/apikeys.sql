@@ -24,6 +24,11 @@ UPDATE api_keys SET revoked_at = greatest(now(), created_at) WHERE name = @name 
 SELECT key_hash, name, client, scopes FROM api_keys WHERE revoked_at IS NULL;
 
 -- name: TouchAPIKeys :exec
--- TouchAPIKeys records that these keys were used lately (a grabber sends the
--- keys it accepted since its last call, about a minute ago).
-UPDATE api_keys SET last_used_at = now() WHERE key_hash = ANY(@key_hashes::bytea[]);
+-- TouchAPIKeys records when these keys were last used (a grabber sends the
+-- keys it accepted since its last call, about a minute ago, each with the
+-- time of a use): the time of the use, not of the write, which may come
+-- long after (after a PostgreSQL outage, after the key was revoked). A
+-- later use another grabber wrote already stays.
+UPDATE api_keys AS k SET last_used_at = greatest(k.last_used_at, u.used_at)
+FROM (SELECT unnest(@key_hashes::bytea[]) AS key_hash, unnest(@used_ats::timestamptz[]) AS used_at) AS u
+WHERE k.key_hash = u.key_hash;
