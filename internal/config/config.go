@@ -227,10 +227,13 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// location reads an IANA time zone. "Local", which time.LoadLocation takes
+// for the process's own zone (TZ, /etc/localtime), is refused: grabbers and
+// flushers on hosts set differently would disagree on days.
 func (r *reader) location(name, def string) *time.Location {
 	v := r.str(name, def)
 	loc, err := time.LoadLocation(v)
-	if err != nil {
+	if err != nil || loc == time.Local {
 		r.fail(name, v, "must be an IANA time zone such as UTC or Asia/Shanghai")
 		return time.UTC
 	}

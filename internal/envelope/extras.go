@@ -3,6 +3,7 @@ package envelope
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -112,8 +113,8 @@ func startsAt(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	t, ok := parseRFC3339(s)
+	if !ok {
 		return time.Time{}, &FieldError{Field: "starts_at", Problem: "must be an RFC 3339 time, e.g. 2026-11-21T10:00:00Z"}
 	}
 	now = now.UTC().Truncate(time.Millisecond)
@@ -125,6 +126,24 @@ func startsAt(s string, now time.Time) (time.Time, error) {
 		t = now
 	}
 	return t, nil
+}
+
+// rfc3339Shape is RFC 3339's date-time with at most 9 fractional digits
+// (a nanosecond) and an uppercase T and Z, as the API's examples and its
+// answers write them (RFC 3339 §5.6 lets a format require that).
+var rfc3339Shape = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-](\d\d):(\d\d))$`)
+
+// parseRFC3339 reads an RFC 3339 date-time, and nothing else: time.Parse
+// alone also takes a comma for the decimal point, any number of fractional
+// digits and offsets such as +24:00, which other RFC 3339 readers (the
+// client's own, a log's) would refuse or read otherwise.
+func parseRFC3339(s string) (time.Time, bool) {
+	m := rfc3339Shape.FindStringSubmatch(s)
+	if m == nil || m[1] != "" && (m[1] > "23" || m[2] > "59") {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
 }
 
 // PasswordDigest is what is kept of an envelope's password and compared

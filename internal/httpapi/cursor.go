@@ -11,7 +11,10 @@ import (
 
 // Cursors are opaque to clients: base64url (no padding) of a version, the
 // list they page and the key of the last item seen. A cursor of another
-// list, or one that does not parse, is 400.
+// list, or one that does not parse, is 400. So is any spelling the server
+// never gives out ("+10", "010", "-0", stray bits or line breaks in the
+// base64): a cursor is taken only if encoding what it holds gives it back,
+// so each key has exactly one cursor.
 const cursorVersion = "1"
 
 // claimsCursor is the key after which GET /v1/envelopes/{id}/claims goes
@@ -26,7 +29,7 @@ func parseClaimsCursor(s string, envelopeID int64) (int64, error) {
 		return 0, badRequest("after: not a cursor of this envelope's claims")
 	}
 	id, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || id < 0 {
+	if err != nil || id < 0 || claimsCursor(envelopeID, id) != s {
 		return 0, badRequest("after: not a cursor of this envelope's claims")
 	}
 	return id, nil
@@ -55,7 +58,11 @@ func parseTimeCursor(s, list string) (time.Time, int64, error) {
 		// 503, not 400.)
 		return time.Time{}, 0, bad
 	}
-	return time.UnixMicro(us).UTC(), id, nil
+	at := time.UnixMicro(us).UTC()
+	if timeCursor(list, at, id) != s {
+		return time.Time{}, 0, bad
+	}
+	return at, id, nil
 }
 
 // historyCursor is the key before which a user's history goes on: the
@@ -70,7 +77,7 @@ func historyCursor(envelopeID int64) string {
 func parseHistoryCursor(s string) (grab.HistoryKey, error) {
 	if parts, ok := decodeCursor(s, "h", 1); ok {
 		id, err := strconv.ParseInt(parts[0], 10, 64)
-		if err != nil || id <= 0 {
+		if err != nil || id <= 0 || historyCursor(id) != s {
 			return grab.HistoryKey{}, badRequest("before: not a cursor of this list")
 		}
 		return grab.HistoryKey{Envelope: id}, nil
@@ -87,7 +94,12 @@ func decodeCursor(s, list string, n int) ([]string, bool) {
 	if s == "" || len(s) > 128 {
 		return nil, false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	// No cursor holds a line break, but the decoder skips them even when
+	// strict (which refuses stray trailing bits).
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil {
 		return nil, false
 	}
