@@ -120,6 +120,9 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 			return daemon.StartErr(ctx, err)
 		}
 		g.Go(func() error { return keys.Run(gctx) })
+		// Run ends at the signal; the uses of the requests answered after
+		// it are written once the servers have stopped.
+		cleanups.Add("api key last use", keys.Flush)
 	}
 	// One LISTEN connection wakes every long poll of GET /v1/events; it
 	// stops with the others, which ends the polls still waiting.

@@ -175,6 +175,19 @@ func (k *Keyring) Run(ctx context.Context) error {
 // Done is closed when Run has returned.
 func (k *Keyring) Done() <-chan struct{} { return k.done }
 
+// Flush writes the last uses not yet written, once Run has returned: a
+// stopping grabber's Run ends at the signal, while its servers still answer
+// the requests in hand, whose keys' uses only Flush then writes.
+func (k *Keyring) Flush(ctx context.Context) error {
+	select {
+	case <-k.done:
+	case <-ctx.Done():
+		return fmt.Errorf("write the API keys' last use: %w", ctx.Err())
+	}
+	k.touch(ctx)
+	return nil
+}
+
 func (k *Keyring) refreshLogged(ctx context.Context) {
 	err := k.refresh(ctx)
 	switch {

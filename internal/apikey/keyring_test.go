@@ -338,3 +338,32 @@ func TestKeyringRecordsTheTimeOfUseNotOfTheWrite(t *testing.T) {
 			got.LastUsedAt, got.RevokedAt, before, after)
 	}
 }
+
+// A use after Run stopped (a request a stopping grabber still answers) is
+// written by Flush.
+func TestKeyringFlushWritesUsesAfterRun(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	key := mustCreate(t, pool, "late", "grab")
+	kr, err := apikey.Open(t.Context(), pool, apikey.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { _ = kr.Run(ctx) }()
+	cancel()
+	<-kr.Done()
+	if _, ok := kr.Lookup(key); !ok {
+		t.Fatal("the key is not active")
+	}
+	if err := kr.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	all, err := apikey.List(t.Context(), pool, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all[0].LastUsedAt == nil {
+		t.Error("the use after Run stopped was not written")
+	}
+}
