@@ -100,12 +100,11 @@ func TestFeedLongPollWakesOnCommit(t *testing.T) {
 		err  error
 		took time.Duration
 	}
-	got := make(chan answer, 1)
-	go func() {
+	got := async(t, func() answer {
 		start := time.Now()
 		p, err := f.Read(t.Context(), 0, 100, 10*time.Second)
-		got <- answer{p, err, time.Since(start)}
-	}()
+		return answer{p, err, time.Since(start)}
+	})
 	// The first read, however late the goroutine runs, then none while
 	// nothing commits.
 	for deadline := time.Now().Add(5 * time.Second); r.reads.Load() == 0 && time.Now().Before(deadline); {
@@ -124,16 +123,36 @@ func TestFeedLongPollWakesOnCommit(t *testing.T) {
 	if lag := time.Since(committed); lag > 2*time.Second {
 		t.Errorf("answered %s after the commit", lag)
 	}
-	// A commit that adds nothing (a replay) does not end a wait.
-	start := time.Now()
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		d.claimPackets(t, 1, 0, 2)
-	}()
-	p, err := f.Read(t.Context(), 2, 100, 600*time.Millisecond)
-	if err != nil || len(p.Events) != 0 || p.NextAfter != 2 || time.Since(start) < 600*time.Millisecond {
-		t.Errorf("wait over a replay = %+v, %v after %s", p, err, time.Since(start))
+	// A commit that adds nothing (a replay) does not end a wait. The
+	// replay commits from the test's goroutine, once the wait has read, so
+	// it lands within the wait and no claim outlives the test.
+	const wait = time.Second
+	readsBefore := r.reads.Load()
+	got = async(t, func() answer {
+		start := time.Now()
+		p, err := f.Read(t.Context(), 2, 100, wait)
+		return answer{p, err, time.Since(start)}
+	})
+	waitFor(t, 5*time.Second, "the waiting read's first read", func() bool { return r.reads.Load() > readsBefore })
+	d.claimPackets(t, 1, 0, 2)
+	if a := <-got; a.err != nil || len(a.p.Events) != 0 || a.p.NextAfter != 2 || a.took < wait {
+		t.Errorf("wait over a replay = %+v, %v after %s, want nothing after %s", a.p, a.err, a.took, wait)
 	}
+}
+
+// async runs f on a goroutine of its own and returns the channel of its
+// result. The test's cleanup waits for it (t.Context ends first, which ends
+// f's waits), so that a test that fails early leaves nothing running; f
+// reports its failure in its result: it must not call t.Fatal.
+func async[T any](t *testing.T, f func() T) <-chan T {
+	out := make(chan T, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out <- f()
+	}()
+	t.Cleanup(func() { <-done })
+	return out
 }
 
 // A long poll ends early when the daemon shuts down (the listener stops) or
@@ -166,7 +185,8 @@ func TestListenerReconnects(t *testing.T) {
 	d := newDB(t)
 	d.openEnvelope(t, 1, 2)
 	l, _ := startListener(t, d.url)
-	f := events.NewFeed(d.Store, l)
+	r := &countingReader{Reader: d.Store}
+	f := events.NewFeed(r, l)
 	reconnected := l.Changed()
 	if n := d.count(t, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND query LIKE '%LISTEN redpacket_events%' AND pid <> pg_backend_pid()`); n != 1 {
@@ -177,17 +197,22 @@ func TestListenerReconnects(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("listener did not reconnect within 10s")
 	}
-	got := make(chan events.Page, 1)
-	go func() {
-		p, _ := f.Read(t.Context(), 0, 10, 10*time.Second)
-		got <- p
-	}()
-	time.Sleep(200 * time.Millisecond)
+	type answer struct {
+		p   events.Page
+		err error
+	}
+	got := async(t, func() answer {
+		p, err := f.Read(t.Context(), 0, 10, 10*time.Second)
+		return answer{p, err}
+	})
+	// Commit once the poll has read and found nothing, however late it
+	// runs: it is answered by the wake, not by its first read.
+	waitFor(t, 5*time.Second, "the long poll's first read", func() bool { return r.reads.Load() > 0 })
 	d.claimPackets(t, 1, 0, 1)
 	select {
-	case p := <-got:
-		if len(p.Events) != 1 {
-			t.Errorf("after reconnecting, read %+v", p)
+	case a := <-got:
+		if a.err != nil || len(a.p.Events) != 1 {
+			t.Errorf("after reconnecting, read %+v, %v", a.p, a.err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("long poll not answered 5s after a commit")

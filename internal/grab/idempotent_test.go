@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,40 +131,80 @@ func TestIdempotentRetryDuringTheFirstIsNotCappedByIt(t *testing.T) {
 			ir := idempotency.Request{Key: "slow-1", Fingerprint: bytes.Repeat([]byte{4}, 32)}
 			render := func(e grab.Envelope) ([]byte, error) { return json.Marshal(e) }
 
+			// Cleanups run last registered first: the lock is released (and
+			// t.Context ended) before the calls are waited for, so a test
+			// that fails early leaves none of them running.
+			var calls sync.WaitGroup
+			t.Cleanup(calls.Wait)
 			lock, err := s.Pool.Begin(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = lock.Rollback(context.WithoutCancel(t.Context())) })
 			if _, err := lock.Exec(t.Context(), `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 				t.Fatal(err)
 			}
 			first := make(chan error, 1)
-			go func() {
+			calls.Go(func() {
 				_, err := svc.CreateIdempotent(t.Context(), req, ir, render)
 				first <- err
-			}()
-			time.Sleep(300 * time.Millisecond)
+			})
+			// However late the first runs: it has marked its key and waits
+			// on the table (its cents held) before the others come.
+			waitUntil(t, "the first create's mark in Redis", func(ctx context.Context) (bool, error) {
+				n, err := s.RDB.Exists(ctx, s.Redis.Keys().CreateUnderWay("", ir.Key)).Result()
+				return n == 1, err
+			})
+			waitUntil(t, "the first create waiting on the lock of "+table, func(ctx context.Context) (bool, error) {
+				var waiting bool
+				err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks
+					WHERE NOT granted AND relation = $1::regclass
+					AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, table).Scan(&waiting)
+				return waiting, err
+			})
 			retried := make(chan error, 1)
-			go func() {
+			calls.Go(func() {
 				_, err := svc.CreateIdempotent(t.Context(), req, ir, render)
 				retried <- err
-			}()
+			})
 			// The key with another body meanwhile: that body is refused.
 			other := envelope.CreateRequest{SenderID: "s", TotalCents: 300, Count: 3}
 			otherIR := idempotency.Request{Key: ir.Key, Fingerprint: bytes.Repeat([]byte{5}, 32)}
 			if _, err := svc.CreateIdempotent(t.Context(), other, otherIR, render); !errors.Is(err, idempotency.ErrMismatch) {
 				t.Errorf("the key with another body while the first was under way: %v, want a mismatch", err)
 			}
-			time.Sleep(300 * time.Millisecond)
+			// The retry is answered while the first is still held.
+			select {
+			case err := <-retried:
+				if !errors.Is(err, idempotency.ErrInProgress) {
+					t.Errorf("retry while the first was under way: %v; want in progress, not the sender's limit", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("retry while the first was under way: no answer within 10s")
+			}
 			if err := lock.Rollback(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-first; err != nil {
 				t.Fatalf("first create: %v", err)
 			}
-			if err := <-retried; !errors.Is(err, idempotency.ErrInProgress) {
-				t.Errorf("retry while the first was under way: %v; want in progress, not the sender's limit", err)
-			}
 		})
+	}
+}
+
+// waitUntil polls cond every 10 ms until it holds, failing the test when it
+// errs or 10 s pass: a state another goroutine reaches, however late it runs.
+func waitUntil(t *testing.T, what string, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ok, err := cond(t.Context())
+		switch {
+		case err != nil:
+			t.Fatalf("waiting for %s: %v", what, err)
+		case ok:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("waiting for %s: not within 10s", what)
+		}
 	}
 }
