@@ -229,7 +229,12 @@ func TestServerLogsItsComplaintsAsWarnings(t *testing.T) {
 	go func() {
 		done <- ServeListener(ctx, zap.NewNop(), NewServer(panics, zap.New(core), DefaultLimits(0)), ln, time.Second)
 	}()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
 	c := dial(t, ln.Addr().String())
 	if _, err := get(c, bufio.NewReader(c), 5*time.Second); err == nil {
 		t.Fatal("a handler that panicked answered")
