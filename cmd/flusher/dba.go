@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/dbadmin"
@@ -16,17 +17,31 @@ const dbaSynopsis = "-role NAME"
 // runDBAGrant is `flusher dba grant -role NAME`: an existing role may read
 // every table and view, and the tables later migrations add.
 func runDBAGrant(args []string) error {
-	return runDBA("grant", args, dbadmin.Grant,
-		"role %q may read every table and view, and the tables later migrations add\n")
+	return runDBA("grant", args, dbadmin.Grant, grantedMessage)
 }
 
 // runDBARevoke is `flusher dba revoke -role NAME`.
 func runDBARevoke(args []string) error {
-	return runDBA("revoke", args, dbadmin.Revoke,
-		"role %q no longer reads the tables and views, nor those later migrations add\n")
+	return runDBA("revoke", args, dbadmin.Revoke, revokedMessage)
 }
 
-func runDBA(verb string, args []string, act func(context.Context, dbsqlc.DBTX, string) error, done string) error {
+func grantedMessage(role string) string {
+	return fmt.Sprintf("role %q may read every table and view, and the tables later migrations add\n", role)
+}
+
+// revokedMessage says what revoke did, and only that: REVOKE takes back
+// the grants dba grant made to the role itself, so a role that belongs to
+// a group granted read access (docs/dba.md: ledger_readers), or was granted
+// SELECT by a DBA, reads on. The operator is told how to check.
+func revokedMessage(role string) string {
+	literal := "'" + strings.ReplaceAll(role, "'", "''") + "'"
+	return fmt.Sprintf("the grants of dba grant to role %q are revoked (SELECT on every table and view, "+
+		"USAGE on the schema, the default privileges for later tables)\n"+
+		"what was granted otherwise, to it or to a role it belongs to, stays: "+
+		"SELECT has_table_privilege(%s, 'envelopes', 'SELECT') says whether it still reads the tables\n", role, literal)
+}
+
+func runDBA(verb string, args []string, act func(context.Context, dbsqlc.DBTX, string) error, done func(role string) string) error {
 	fs := flag.NewFlagSet("dba "+verb, flag.ContinueOnError)
 	role := fs.String("role", "", "the existing role (made with CREATE ROLE, docs/dba.md)")
 	if err := parseFlags(fs, dbaSynopsis, args); err != nil {
@@ -45,6 +60,6 @@ func runDBA(verb string, args []string, act func(context.Context, dbsqlc.DBTX, s
 	if err := act(ctx, db, *role); err != nil {
 		return err // exit 1; a role refused says why (dbadmin.ErrNoSuchRole, ErrOwnRole)
 	}
-	fmt.Printf(done, *role)
+	fmt.Print(done(*role))
 	return nil
 }
