@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 
 	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/dbadmin"
@@ -20,25 +19,35 @@ func runDBAGrant(args []string) error {
 	return runDBA("grant", args, dbadmin.Grant, grantedMessage)
 }
 
-// runDBARevoke is `flusher dba revoke -role NAME`.
+// runDBARevoke is `flusher dba revoke -role NAME`. REVOKE takes back the
+// grants dba grant made to the role itself: a role that belongs to a group
+// granted read access (docs/dba.md: ledger_readers), or was granted SELECT
+// by a DBA, reads on, and the operator is told so.
 func runDBARevoke(args []string) error {
-	return runDBA("revoke", args, dbadmin.Revoke, revokedMessage)
+	revoke := func(ctx context.Context, db dbsqlc.DBTX, role string) error {
+		if err := dbadmin.Revoke(ctx, db, role); err != nil {
+			return err
+		}
+		reads, err := dbadmin.StillReads(ctx, db, role)
+		if err != nil {
+			return err
+		}
+		if reads {
+			fmt.Fprintf(os.Stderr, "warning: role %q still reads the tables, through other grants or a role it belongs to\n", role)
+		}
+		return nil
+	}
+	return runDBA("revoke", args, revoke, revokedMessage)
 }
 
 func grantedMessage(role string) string {
 	return fmt.Sprintf("role %q may read every table and view, and the tables later migrations add\n", role)
 }
 
-// revokedMessage says what revoke did, and only that: REVOKE takes back
-// the grants dba grant made to the role itself, so a role that belongs to
-// a group granted read access (docs/dba.md: ledger_readers), or was granted
-// SELECT by a DBA, reads on. The operator is told how to check.
+// revokedMessage says what revoke did, and only that (see runDBARevoke).
 func revokedMessage(role string) string {
-	literal := "'" + strings.ReplaceAll(role, "'", "''") + "'"
 	return fmt.Sprintf("the grants of dba grant to role %q are revoked (SELECT on every table and view, "+
-		"USAGE on the schema, the default privileges for later tables)\n"+
-		"what was granted otherwise, to it or to a role it belongs to, stays: "+
-		"SELECT has_table_privilege(%s, 'envelopes', 'SELECT') says whether it still reads the tables\n", role, literal)
+		"USAGE on the schema, the default privileges for later tables); other grants stay\n", role)
 }
 
 func runDBA(verb string, args []string, act func(context.Context, dbsqlc.DBTX, string) error, done func(role string) string) error {

@@ -40,6 +40,16 @@ func Revoke(ctx context.Context, db dbsqlc.DBTX, role string) error {
 	return refused(role, "revoke read access", dbsqlc.New(db).RevokeReadOnly(ctx, role))
 }
 
+// StillReads tells whether role reads the ledger after a Revoke: through a
+// group it belongs to, or a grant a DBA made by hand, which Revoke leaves.
+func StillReads(ctx context.Context, db dbsqlc.DBTX, role string) (bool, error) {
+	reads, err := dbsqlc.New(db).RoleReadsLedger(ctx, role)
+	if err != nil {
+		return false, fmt.Errorf("check what role %q reads: %w", role, err)
+	}
+	return reads, nil
+}
+
 func refused(role, doing string, err error) error {
 	var pgErr *pgconn.PgError
 	switch {

@@ -33,3 +33,18 @@ func (q *Queries) RevokeReadOnly(ctx context.Context, roleName string) error {
 	_, err := q.db.Exec(ctx, RevokeReadOnly, roleName)
 	return err
 }
+
+const RoleReadsLedger = `-- name: RoleReadsLedger :one
+SELECT (has_schema_privilege($1::text, current_schema(), 'USAGE')
+    AND has_table_privilege($1::text, 'envelopes', 'SELECT'))::boolean AS reads
+`
+
+// RoleReadsLedger tells whether a role still reads the ledger by any grant,
+// its own or one of a role it belongs to: USAGE on the schema and SELECT on
+// envelopes (what dba revoke takes back from the role itself).
+func (q *Queries) RoleReadsLedger(ctx context.Context, roleName string) (bool, error) {
+	row := q.db.QueryRow(ctx, RoleReadsLedger, roleName)
+	var reads bool
+	err := row.Scan(&reads)
+	return reads, err
+}
