@@ -93,6 +93,10 @@ type Flusher struct {
 	// shards are the shards this flusher drains, settles and repairs: all
 	// of them, or those its leases hold. Only Run's goroutine changes it.
 	shards []int
+	// dataChecked is, per shard, the Redis identity (Store.Identity) under
+	// which its envelopes were last checked against PostgreSQL
+	// (checkNewData). Only Run's goroutine uses it.
+	dataChecked map[int]string
 
 	// Test hooks, called between the steps of a batch; an error stops the
 	// batch there as a crash would.
@@ -106,7 +110,7 @@ func New(rs *redisstore.Store, pg *pgstore.Store, cfg Config, log *zap.Logger) *
 	if log == nil {
 		log = zap.NewNop()
 	}
-	f := &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now}
+	f := &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now, dataChecked: map[int]string{}}
 	if f.cfg.Leases == nil {
 		for shard := range rs.Keys().Shards() {
 			f.shards = append(f.shards, shard)

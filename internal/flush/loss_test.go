@@ -159,6 +159,40 @@ func TestRedisBehindPostgresSuspends(t *testing.T) {
 	}
 }
 
+// A Redis back from an older copy of its data keeps its epoch tokens (they
+// are in that copy), so only its new identity tells: the flusher then looks
+// through its shards' envelopes and suspends one Redis holds behind
+// PostgreSQL before it grants a packet already paid, not after. A flusher
+// just started looks the same way (it knows no identity yet); a create under
+// way (loading, no meta) is left alone.
+func TestRedisBackFromOlderDataSuspendsBeforeAGrant(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	e, _ := expiring(t, s, 10, 2)
+	restore := rewind(t, s, e.ID)
+	if _, err := s.Svc.Grab(ctx, e.ID, "early"); err != nil {
+		t.Fatal(err)
+	}
+	if err := upkeepFlusher(t, s).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restore() // Redis forgets the grab PostgreSQL now holds
+	insertLoading(t, s, 9001, s.Clock.Now())
+	if _, err := upkeepFlusher(t, s).Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, e.ID); got != envelope.StatusSuspended {
+		t.Fatalf("envelope Redis holds behind PostgreSQL is %s, want suspended before any grant", got)
+	}
+	if _, err := s.Svc.Grab(ctx, e.ID, "late"); !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("grab after the check = %v, want ErrUnavailable", err)
+	}
+	if got := status(t, s, 9001); got != envelope.StatusLoading {
+		t.Errorf("envelope being created is %s, want loading", got)
+	}
+}
+
 func TestRepairGivesUpOldLoadingEnvelope(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)

@@ -71,10 +71,40 @@ func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 			errs = append(errs, err)
 		}
 	}
+	if err := f.checkNewData(ctx, inRedis); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return inRedis, fmt.Errorf("reconcile shard epochs: %w", err)
 	}
 	return inRedis, nil
+}
+
+// checkNewData looks through the envelopes of every shard held whose Redis
+// data is new to this flusher (a Redis restarted from an AOF or a snapshot,
+// a replica promoted, or a flusher just started or given the shard): such
+// data may be older than what Redis answered before while keeping its epoch
+// token, and an envelope it holds behind PostgreSQL would grant packets
+// already paid. Those are suspended (lossReason) before Redis grants them.
+// A shard whose epoch was not checked (""), or whose check failed, is
+// checked again next round.
+func (f *Flusher) checkNewData(ctx context.Context, epochs []string) error {
+	id, err := f.redis.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, shard := range f.shards {
+		if epochs[shard] == "" || f.dataChecked[shard] == id {
+			continue
+		}
+		if err := f.suspendBehind(ctx, shard, false); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f.dataChecked[shard] = id
+	}
+	return errors.Join(errs...)
 }
 
 // newEpoch records token for the shard (a fresh one when token is empty) in
@@ -94,11 +124,21 @@ func (f *Flusher) newEpoch(ctx context.Context, shard int, was, token string) (s
 	return token, nil
 }
 
-// suspendShard suspends the shard's envelopes that Redis no longer holds.
+// suspendShard suspends the shard's envelopes that Redis no longer holds,
+// or holds behind PostgreSQL (lossReason), after the shard lost its data.
 // One whose meta exists was loaded after the loss (a loss takes the whole
 // shard), so it is whole; one still loading without meta may or may not
 // have been offered before, so it is suspended too.
 func (f *Flusher) suspendShard(ctx context.Context, shard int) error {
+	return f.suspendBehind(ctx, shard, true)
+}
+
+// suspendBehind suspends the shard's envelopes whose Redis state is lost or
+// behind PostgreSQL's. Unless the shard's data is known lost, only an open
+// envelope without meta counts as lost: one still loading is a create under
+// way, and an expired one's keys may have lived out their time while its
+// settlement waited (a flusher down for long).
+func (f *Flusher) suspendBehind(ctx context.Context, shard int, lost bool) error {
 	envs, err := f.pg.Unsettled(ctx, shard)
 	if err != nil || len(envs) == 0 {
 		return err
@@ -113,6 +153,9 @@ func (f *Flusher) suspendShard(ctx context.Context, shard int) error {
 	}
 	var errs []error
 	for _, e := range envs {
+		if _, loaded := metas[e.ID]; !lost && !loaded && e.Status != envelope.StatusOpen {
+			continue
+		}
 		if reason := lossReason(e, metas); reason != "" {
 			errs = append(errs, f.suspend(ctx, e.ID, reason))
 		}

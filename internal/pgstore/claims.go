@@ -38,6 +38,8 @@ type Conflict struct {
 
 // ConflictOrderNo is the reason of a conflict that only lost the claim its
 // order number (another packet has it); the claim itself was applied.
+// Every other reason (regranted_to_holder among them: the holder's own
+// packet granted again under a new order number) means Redis lost state.
 const ConflictOrderNo = "order_no_in_use"
 
 // ApplyResult tells what one batch changed.

@@ -453,6 +453,33 @@ func TestApplyClaimsOrderNoInUse(t *testing.T) {
 	}
 }
 
+// The holder's own packet granted again under a new order number (Redis
+// came back from an older copy of its data, lost the grant and granted the
+// packet again): the ledger keeps its claim and order number, and the
+// regrant is recorded as such, not as a harmless reused number.
+func TestApplyClaimsRegrantedToHolder(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	open(t, s, 1, 100, []int64{10, 20, 30})
+	first := claim(1, 100, "alice")
+	first.OrderNo = "20261121000001"
+	if res := apply(t, s, first); res.Applied != 1 || len(res.Conflicts) != 0 {
+		t.Fatalf("first claim = %+v", res)
+	}
+	again := first
+	again.OrderNo = "20261121160001"
+	if res := apply(t, s, again); res.Applied != 0 || !sameConflicts(res.Conflicts, []pgstore.Conflict{conflict(again, "regranted_to_holder")}) {
+		t.Fatalf("the holder's packet under a new order number = %+v", res)
+	}
+	var orderNo string
+	if err := pool.QueryRow(t.Context(), `SELECT order_no FROM packets WHERE id = 100`).Scan(&orderNo); err != nil || orderNo != first.OrderNo {
+		t.Errorf("order_no of the claim = %q, %v; want the first's %s", orderNo, err, first.OrderNo)
+	}
+	if rows := conflictRows(t, pool); !slices.Equal(rows, []string{"1/100/alice/regranted_to_holder"}) {
+		t.Errorf("claim_conflicts = %v", rows)
+	}
+}
+
 // TestClaimStatementsShareTheirTail keeps the two claim statements adding
 // to the envelopes with the same text: how claimed cents, status and the
 // luckiest grab move, and what they return. Their inputs differ (AddClaims

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -230,6 +232,44 @@ func (s *Store) Epochs(ctx context.Context) ([]string, error) {
 		return out, &EpochsUnread{Shards: unread}
 	}
 	return out, nil
+}
+
+// Identity names the Redis data the shards live in now: the master_replid
+// of the Redis, or of every master of a cluster (sorted, joined). It changes
+// whenever a Redis restarts (from an AOF, a snapshot or empty) or a replica
+// is promoted: then the data may be older than what was answered before,
+// though the shards' epoch tokens survived (they are in that older copy).
+func (s *Store) Identity(ctx context.Context) (string, error) {
+	read := func(ctx context.Context, c redis.Cmdable) (string, error) {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return "", fmt.Errorf("read the redis identity: %w", err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
+				return v, nil
+			}
+		}
+		return "", errors.New("read the redis identity: no master_replid in INFO replication")
+	}
+	cluster, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return read(ctx, s.rdb)
+	}
+	var mu sync.Mutex
+	var ids []string
+	err := cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		id, err := read(ctx, m)
+		mu.Lock()
+		ids = append(ids, id)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ","), nil
 }
 
 // EpochsUnread names the shards whose tokens Epochs could not read, and why.

@@ -18,7 +18,7 @@ var (
 	// ConflictReasons are the reasons claim_conflicts records (pgstore's
 	// recordConflicts statement).
 	ConflictReasons = []string{"unknown_packet", "wrong_envelope", "packet_refunded",
-		"user_holds_another_packet", "claimed_by_another_user", "order_no_in_use"}
+		"user_holds_another_packet", "claimed_by_another_user", "regranted_to_holder", "order_no_in_use"}
 	// FinishedStatuses are the final statuses of an envelope.
 	FinishedStatuses = []string{"settled", "failed"}
 	// WebhookResults are the values of redpacket_webhook_deliveries_total{result}.

@@ -78,7 +78,7 @@ type ClaimConflict struct {
 	UserID string
 	// When Redis granted the claim (UTC instant).
 	ClaimedAt time.Time
-	// unknown_packet, wrong_envelope, packet_refunded, user_holds_another_packet, claimed_by_another_user or order_no_in_use.
+	// unknown_packet, wrong_envelope, packet_refunded, user_holds_another_packet, claimed_by_another_user, regranted_to_holder (the user's own packet under an order number the ledger does not hold: Redis granted it again) or order_no_in_use (applied, without its order number).
 	Reason string
 	// When the flusher recorded it.
 	FoundAt time.Time
@@ -246,21 +246,21 @@ type Event struct {
 type EventMessage struct {
 	// Position in the feed.
 	ID int64
-	// events.type.
+	// The event type (events.type, or packet.claimed from claim_events).
 	Type envelope.EventType
-	// events.envelope_id.
+	// The envelope (events.envelope_id or claim_events.envelope_id).
 	EnvelopeID int64
 	// The event's JSON data as sent.
 	Data json.RawMessage
-	// events.created_at.
+	// When the event was written (events.created_at or claim_events.created_at).
 	CreatedAt time.Time
-	// events.delivered_at: accepted by the webhook receiver.
+	// When the webhook receiver accepted it (events or claim_events delivered_at).
 	DeliveredAt *time.Time
-	// events.attempts: failed webhook deliveries.
+	// Failed webhook deliveries (events or claim_events attempts).
 	Attempts int
-	// events.next_attempt_at.
+	// When the next webhook delivery is due (events or claim_events next_attempt_at).
 	NextAttemptAt *time.Time
-	// events.last_error.
+	// The last webhook delivery error (events or claim_events last_error).
 	LastError *string
 }
 
@@ -421,7 +421,7 @@ type UserGrab struct {
 	ClaimedAt *time.Time
 }
 
-// Per user, every grab with its envelope (sender, share code, status); filter by user_id (indexed, by envelope: ORDER BY envelope_id DESC reads in index order, newest envelope first; ORDER BY claimed_at DESC sorts the user's grabs).
+// Per user, every grab with its envelope (sender, share code, status); filter by user_id (indexed: claims_user_envelope_key). Any order sorts the user's grabs; for a page of a user with many, read claims itself (WHERE user_id = ... ORDER BY envelope_id DESC LIMIT n reads the index backward).
 type UserHistory struct {
 	// Who grabbed.
 	UserID *string

@@ -228,6 +228,10 @@ SELECT i.envelope_id, i.packet_id, i.user_id, i.claimed_at,
             WHEN p.refunded_at IS NOT NULL THEN 'packet_refunded'
             WHEN p.claimed_by IS NULL THEN 'user_holds_another_packet'
             WHEN p.claimed_by <> i.user_id THEN 'claimed_by_another_user'
+            -- The user's own packet, under an order number it never had:
+            -- Redis lost the grant (restarted from an older copy) and granted
+            -- it again, and now answers a number the ledger does not hold.
+            WHEN p.order_no IS NOT NULL AND nullif(i.order_no, '') IS NOT NULL THEN 'regranted_to_holder'
             ELSE 'order_no_in_use' END
 FROM ROWS FROM (unnest(@envelope_ids::bigint[]), unnest(@packet_ids::bigint[]), unnest(@user_ids::text[]),
                 unnest(@claimed_ats::timestamptz[]), unnest(@order_nos::text[]))
