@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"redpacket/internal/envelope"
@@ -100,6 +101,13 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 	with := pgstore.NewEnvelope{FirstPacketID: firstPacket, Amounts: amounts, Recipients: req.Recipients,
 		Key: key, Split: &commit}
 	if err := s.insert(ctx, &row, with); err != nil {
+		switch s.failedInsert(ctx, id, err) {
+		case insertWritten:
+			written = true
+			return Envelope{}, &NotOpenedError{EnvelopeID: id, Err: err}
+		case insertMaybeWritten:
+			written = true // its cents stay counted, see failedInsert
+		}
 		return Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	written = true
@@ -118,6 +126,65 @@ func (s *Service) create(ctx context.Context, req envelope.CreateRequest, key *p
 		SplitCommitment: commit.Commitment,
 	}, nil
 }
+
+// lookUpTimeout bounds the look-up of an envelope whose insert failed.
+const lookUpTimeout = 2 * time.Second
+
+// insertOutcome is what a failed insert left in PostgreSQL.
+type insertOutcome int
+
+const (
+	insertNotWritten   insertOutcome = iota
+	insertWritten                    // committed although the insert failed
+	insertMaybeWritten               // unknown: the look-up failed too
+)
+
+// failedInsert tells whether envelope id was written although its insert
+// failed with err: a COMMIT that reached PostgreSQL but whose answer was
+// lost, or during which the caller went away (pgx then reports an error
+// although the server committed). Such an envelope stays loading and the
+// flusher opens it, so its sender's cents must stay counted: giving them
+// back would let the sender pass SENDER_DAILY_CENTS. An error PostgreSQL
+// answered, or one raised before anything was sent, wrote nothing; any
+// other is settled by reading the envelope back. When that read fails too,
+// the cents stay counted all the same: the cap is never passed, at worst a
+// create that wrote nothing holds its cents for the day.
+func (s *Service) failedInsert(ctx context.Context, id int64, err error) insertOutcome {
+	if nothingWritten(err) {
+		return insertNotWritten
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookUpTimeout)
+	defer cancel()
+	log := reqctx.Logger(ctx, s.log)
+	_, lookUp := s.pg.Envelope(ctx, id)
+	switch {
+	case errors.Is(lookUp, pgstore.ErrNotFound):
+		return insertNotWritten
+	case lookUp != nil:
+		log.Warn("create failed and whether its envelope was written is unknown; the sender's cents stay counted",
+			zap.Int64("envelope_id", id), zap.Error(err), zap.NamedError("look_up", lookUp))
+		return insertMaybeWritten
+	}
+	log.Warn("create reported failure but its envelope was written; it is not open yet",
+		zap.Int64("envelope_id", id), zap.Error(err))
+	return insertWritten
+}
+
+// nothingWritten reports an insert error that proves the transaction did
+// not commit: a share code that could not be had, another create's
+// idempotency key, an error PostgreSQL answered (a failed statement or
+// COMMIT rolls back), or no connection to send it on. (Not
+// pgconn.SafeToRetry: pgx reports a COMMIT whose answer was lost as "conn
+// closed", an error it deems safe to retry.)
+func nothingWritten(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.Is(err, errShareCode) || errors.Is(err, pgstore.ErrShareCodeTaken) ||
+		errors.Is(err, pgstore.ErrIdempotencyKeyTaken) || errors.As(err, &pgErr) ||
+		errors.As(err, new(*pgconn.ConnectError))
+}
+
+// errShareCode marks a failure to draw a share code: nothing was inserted.
+var errShareCode = errors.New("share code")
 
 // shareCodeTries bounds retries when a share code is already taken, which
 // only happens if Redis lost the share-code pool or counters. A rebuilt pool
@@ -144,7 +211,7 @@ func (s *Service) insert(ctx context.Context, row *pgstore.Envelope, n pgstore.N
 	for try := 1; ; try++ {
 		code, err := s.shares.NextOn(ctx, row.CreatedAt, skip)
 		if err != nil {
-			return fmt.Errorf("share code: %w", err)
+			return fmt.Errorf("%w: %w", errShareCode, err)
 		}
 		row.ShareCode = &code
 		err = s.pg.InsertEnvelopeFor(ctx, *row, n)

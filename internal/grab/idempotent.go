@@ -17,6 +17,20 @@ import (
 	"redpacket/internal/reqctx"
 )
 
+// GivenUpError answers a keyed create whose key's envelope was given up
+// (failed, its money refunded): the key stays bound to that envelope for
+// its time to live, so retrying it can never create one; the client must
+// create again with another key. It is ErrUnavailable too.
+type GivenUpError struct {
+	EnvelopeID int64
+}
+
+func (e *GivenUpError) Error() string {
+	return fmt.Sprintf("envelope %d of this idempotency key was given up and refunded", e.EnvelopeID)
+}
+
+func (e *GivenUpError) Unwrap() error { return ErrUnavailable }
+
 // pruneKeys is how many expired idempotency keys a keyed create deletes:
 // more than one, so that deleting keeps ahead of creating.
 const pruneKeys = 16
@@ -113,8 +127,7 @@ func (s *Service) repeat(ctx context.Context, client string, req envelope.Create
 	case envelope.StatusLoading:
 		return idempotency.Answer{}, idempotency.ErrInProgress
 	case envelope.StatusFailed:
-		return idempotency.Answer{}, fmt.Errorf("%w: envelope %d of this idempotency key could not be opened",
-			ErrUnavailable, e.ID)
+		return idempotency.Answer{}, &GivenUpError{EnvelopeID: e.ID}
 	}
 	// As the create answered it: open, expiring when the request asked
 	// (the same request: its fingerprint matched), though a close since

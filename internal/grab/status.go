@@ -44,6 +44,12 @@ func (s *Service) status(ctx context.Context, e pgstore.Envelope, err error) (St
 	if err != nil {
 		return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if e.Status == envelope.StatusLoading && live.Loaded && live.Status == redisstore.MetaOpen {
+		// Redis took the whole load (its meta is written last) and grants
+		// grabs, but marking it open in PostgreSQL failed; the flusher's
+		// repair records it. Reported as grabs see it, as an open one.
+		e.Status = envelope.StatusOpen
+	}
 	st := statusOf(e)
 	if live.Loaded && live.Status != redisstore.MetaFailed && live.Status != redisstore.MetaSuspended {
 		// Every grant adds one claim, and closing drops the pool, so the

@@ -37,6 +37,7 @@ func toAPIError(err error) *apiError {
 	var ae *apiError
 	var fe *envelope.FieldError
 	var notOpened *grab.NotOpenedError
+	var givenUp *grab.GivenUpError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -75,6 +76,10 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &notOpened):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", fmt.Sprintf(
 			"envelope %d was written but is not open yet (its status tells when it opens, or if it is given up and refunded): do not create it again", notOpened.EnvelopeID)}
+	case errors.As(err, &givenUp):
+		// Retrying the key can only answer this again, for IDEMPOTENCY_TTL.
+		return &apiError{http.StatusServiceUnavailable, "unavailable", fmt.Sprintf(
+			"envelope %d of this Idempotency-Key was given up and refunded: create again with another key", givenUp.EnvelopeID)}
 	case errors.Is(err, grab.ErrUnavailable), errors.Is(err, events.ErrUnavailable):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "temporarily unavailable, retry later"}
 	}
