@@ -80,7 +80,7 @@ func (c *losingConn) Read(p []byte) (int, error) {
 	}
 	c.dropped.Store(true)
 	c.l.down.Store(c.l.downAfter.Load())
-	_ = c.Conn.Close()
+	_ = c.Close()
 	return 0, io.ErrUnexpectedEOF
 }
 
