@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -157,79 +155,20 @@ func fakeCluster(addrs ...string) *redis.ClusterClient {
 	})
 }
 
-// fakeClusterNode is a server that speaks enough RESP for a go-redis client:
-// it answers PING with PONG, CLUSTER INFO with info (a RESP reply, "$" and
-// the text for a bulk string, "-" and the message for an error) and
-// anything else with OK.
+// fakeClusterNode is a server that answers PING with PONG, CLUSTER INFO
+// with info (a RESP reply, "$" and the text for a bulk string, "-" and the
+// message for an error) and anything else with OK.
 func fakeClusterNode(t *testing.T, info string) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
 	if text, bulk := strings.CutPrefix(info, "$"); bulk {
 		info = "$" + strconv.Itoa(len(text)) + "\r\n" + text
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go answerNode(c, info+"\r\n")
+	return testenv.FakeRedis(t, func(args []string) string {
+		switch strings.ToUpper(strings.Join(args, " ")) {
+		case "PING":
+			return "+PONG\r\n"
+		case "CLUSTER INFO":
+			return info + "\r\n"
 		}
-	}()
-	return l.Addr().String()
-}
-
-func answerNode(c net.Conn, info string) {
-	defer func() { _ = c.Close() }()
-	r := bufio.NewReader(c)
-	for {
-		args, err := readCommand(r)
-		if err != nil {
-			return
-		}
-		out := "+OK\r\n"
-		switch cmd := strings.ToUpper(strings.Join(args, " ")); {
-		case cmd == "PING":
-			out = "+PONG\r\n"
-		case cmd == "CLUSTER INFO":
-			out = info
-		case strings.HasPrefix(cmd, "HELLO"): // the client falls back to RESP2
-			out = "-ERR unknown command 'HELLO'\r\n"
-		}
-		if _, err := io.WriteString(c, out); err != nil {
-			return
-		}
-	}
-}
-
-// readCommand reads one command: an array of bulk strings.
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
-	if err != nil || n < 1 {
-		return nil, net.ErrClosed
-	}
-	args := make([]string, n)
-	for i := range args {
-		head, err := r.ReadString('\n') // $len
-		if err != nil {
-			return nil, err
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
-		if err != nil || size < 0 {
-			return nil, net.ErrClosed
-		}
-		v := make([]byte, size+2)
-		if _, err := io.ReadFull(r, v); err != nil {
-			return nil, err
-		}
-		args[i] = string(v[:size])
-	}
-	return args, nil
+		return "+OK\r\n"
+	})
 }

@@ -1,14 +1,12 @@
 package redisstore
 
 import (
-	"bufio"
-	"io"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"redpacket/internal/testenv"
 )
 
 // A grab script call Redis refused before running it took nothing, so a
@@ -45,74 +43,16 @@ func TestRefusedUnrunTookNothing(t *testing.T) {
 	}
 }
 
-// refusingRedis is a server that speaks enough RESP for a go-redis client
-// and answers every script call with the error reply.
+// refusingRedis is a server that answers every script call with the error
+// reply.
 func refusingRedis(t *testing.T, reply string) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go answer(c, reply)
-		}
-	}()
-	return l.Addr().String()
-}
-
-func answer(c net.Conn, reply string) {
-	defer func() { _ = c.Close() }()
-	r := bufio.NewReader(c)
-	for {
-		args, err := readCommand(r)
-		if err != nil {
-			return
-		}
-		out := "+OK\r\n"
+	return testenv.FakeRedis(t, func(args []string) string {
 		switch strings.ToUpper(args[0]) {
 		case "EVAL", "EVALSHA":
-			out = "-" + reply + "\r\n"
-		case "HELLO": // the client falls back to RESP2
-			out = "-ERR unknown command 'HELLO'\r\n"
+			return "-" + reply + "\r\n"
 		case "PING":
-			out = "+PONG\r\n"
+			return "+PONG\r\n"
 		}
-		if _, err := c.Write([]byte(out)); err != nil {
-			return
-		}
-	}
-}
-
-// readCommand reads one command: an array of bulk strings.
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
-	if err != nil || n < 1 {
-		return nil, net.ErrClosed
-	}
-	args := make([]string, n)
-	for i := range args {
-		head, err := r.ReadString('\n') // $len
-		if err != nil {
-			return nil, err
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
-		if err != nil || size < 0 {
-			return nil, net.ErrClosed
-		}
-		v := make([]byte, size+2) // the value may hold line ends: read it by its length
-		if _, err := io.ReadFull(r, v); err != nil {
-			return nil, err
-		}
-		args[i] = string(v[:size])
-	}
-	return args, nil
+		return "+OK\r\n"
+	})
 }
