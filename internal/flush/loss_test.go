@@ -162,10 +162,10 @@ func TestRedisBehindPostgresSuspends(t *testing.T) {
 // A Redis back from an older copy of its data keeps its epoch tokens (they
 // are in that copy), so only its new identity tells: the flusher then looks
 // through its shards' envelopes and suspends one Redis holds behind
-// PostgreSQL before it grants a packet already paid, not after. A flusher
+// PostgreSQL, without waiting for a grab of it to conflict. A flusher
 // just started looks the same way (it knows no identity yet); a create under
 // way (loading, no meta) is left alone.
-func TestRedisBackFromOlderDataSuspendsBeforeAGrant(t *testing.T) {
+func TestRedisBackFromOlderDataIsCheckedAndSuspends(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
 	ctx := context.Background()

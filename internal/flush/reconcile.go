@@ -85,17 +85,16 @@ func (f *Flusher) Reconcile(ctx context.Context) ([]string, error) {
 // a replica promoted, or a flusher just started or given the shard): such
 // data may be older than what Redis answered before while keeping its epoch
 // token, and an envelope it holds behind PostgreSQL would grant packets
-// already paid. Those are suspended (lossReason) before Redis grants them.
+// already paid. Those are suspended (lossReason); a grant made before this
+// check shows as a claim conflict once written, and suspends then.
 // A shard whose epoch was not checked (""), or whose check failed, is
 // checked again next round.
 func (f *Flusher) checkNewData(ctx context.Context, epochs []string) error {
-	id, err := f.redis.Identity(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
+	ids, err := f.redis.Identities(ctx) // a shard unread is "", checked next round
+	errs := []error{err}
 	for _, shard := range f.shards {
-		if epochs[shard] == "" || f.dataChecked[shard] == id {
+		id := ids[shard]
+		if epochs[shard] == "" || id == "" || f.dataChecked[shard] == id {
 			continue
 		}
 		if err := f.suspendBehind(ctx, shard, false); err != nil {

@@ -145,8 +145,9 @@ const (
 // although the server committed). Such an envelope stays loading and the
 // flusher opens it, so its sender's cents must stay counted: giving them
 // back would let the sender pass SENDER_DAILY_CENTS. An error PostgreSQL
-// answered, or one raised before anything was sent, wrote nothing; any
-// other is settled by reading the envelope back. When that read fails too,
+// answered, or one raised before anything was sent, wrote nothing; after
+// any other the envelope is read back, and found, it is named to the
+// caller. Not found (a commit may still be under way, unseen) or not read,
 // the cents stay counted all the same: the cap is never passed, at worst a
 // create that wrote nothing holds its cents for the day.
 func (s *Service) failedInsert(ctx context.Context, id int64, err error) insertOutcome {
@@ -159,7 +160,12 @@ func (s *Service) failedInsert(ctx context.Context, id int64, err error) insertO
 	_, lookUp := s.pg.Envelope(ctx, id)
 	switch {
 	case errors.Is(lookUp, pgstore.ErrNotFound):
-		return insertNotWritten
+		// Not seen is not proof: a COMMIT already sent may still be on its
+		// way (a WAL flush, a synchronous standby, a caller that left and
+		// got its answer at once), invisible to the look-up until it ends.
+		log.Warn("create failed and its envelope is not seen yet, but it may still commit; the sender's cents stay counted",
+			zap.Int64("envelope_id", id), zap.Error(err))
+		return insertMaybeWritten
 	case lookUp != nil:
 		log.Warn("create failed and whether its envelope was written is unknown; the sender's cents stay counted",
 			zap.Int64("envelope_id", id), zap.Error(err), zap.NamedError("look_up", lookUp))

@@ -29,7 +29,15 @@ type commitLoser struct {
 	// connection is made.
 	downAfter atomic.Bool
 	down      atomic.Bool
+	// early cuts the connection as soon as the COMMIT is sent, without
+	// waiting for the commit to end, and lets no cancel request through,
+	// as a network cut does.
+	early atomic.Bool
 }
+
+// cancelRequest is how a PostgreSQL cancel request starts: its length and
+// code.
+var cancelRequest = []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e}
 
 // commitQuery is a COMMIT as pgx sends it: a simple-protocol Query message.
 var commitQuery = []byte("Q\x00\x00\x00\x0bcommit\x00")
@@ -53,6 +61,9 @@ type losingConn struct {
 }
 
 func (c *losingConn) Write(p []byte) (int, error) {
+	if c.l.early.Load() && bytes.HasPrefix(p, cancelRequest) {
+		return len(p), nil // the network is cut: it never arrives
+	}
 	if bytes.Contains(p, commitQuery) && c.l.armed.CompareAndSwap(true, false) {
 		c.l.lost.Add(1)
 		c.committing.Store(true)
@@ -68,6 +79,10 @@ func (c *losingConn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	case !c.committing.Load():
 		return c.Conn.Read(p)
+	case c.l.early.Load():
+		c.dropped.Store(true)
+		_ = c.Close()
+		return 0, io.ErrUnexpectedEOF
 	}
 	var got []byte
 	buf := make([]byte, 512)
@@ -158,6 +173,41 @@ func TestCreateThatMayHaveWrittenKeepsTheSendersCents(t *testing.T) {
 	_, err = svc.Create(ctx, envelope.CreateRequest{SenderID: "alice", TotalCents: 500, Count: 1})
 	if !errors.Is(err, limits.ErrExceeded) {
 		t.Errorf("600 perhaps written + 500 of 1000 a day: %v, want limit exceeded", err)
+	}
+}
+
+// A connection cut while the COMMIT is still being made (a slow WAL flush,
+// a synchronous standby): the envelope is not yet seen when the create
+// looks it up, and commits after. Not seen is not proof: the sender's cents
+// stay counted, so SENDER_DAILY_CENTS is never passed.
+func TestCreateCutDuringASlowCommitKeepsTheSendersCents(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := t.Context()
+	for _, q := range []string{ // a COMMIT that takes a second
+		`CREATE FUNCTION test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER test_slow_commit AFTER INSERT ON envelopes DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW EXECUTE FUNCTION test_slow_commit()`,
+	} {
+		if _, err := s.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, loser := losingService(t, s, limits.Config{SenderDailyCents: 1000})
+	loser.early.Store(true)
+	loser.armed.Store(true)
+	_, err := svc.Create(ctx, envelope.CreateRequest{SenderID: "alice", TotalCents: 600, Count: 2})
+	if loser.lost.Load() != 1 || !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("create cut during its commit: %v, want unavailable", err)
+	}
+	waitUntil(t, "the cut create's envelope committed", func(ctx context.Context) (bool, error) {
+		var n int
+		err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM envelopes WHERE sender_id = 'alice'`).Scan(&n)
+		return n == 1, err
+	})
+	_, err = svc.Create(ctx, envelope.CreateRequest{SenderID: "alice", TotalCents: 500, Count: 1})
+	if !errors.Is(err, limits.ErrExceeded) {
+		t.Errorf("600 written + 500 of 1000 a day: %v, want limit exceeded", err)
 	}
 }
 

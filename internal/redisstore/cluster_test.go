@@ -3,7 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,5 +215,34 @@ func TestClusterGrabConcurrent(t *testing.T) {
 	}
 	if pending, err := s.Pending(ctx); err != nil || fmt.Sprint(pending) != "[0 0 0 0]" {
 		t.Fatalf("Pending after the drain = %v, %v", pending, err)
+	}
+}
+
+// Each shard's identity is that of the master holding it: shards on one
+// master share it, shards on others differ, so one master's restart or
+// failover is seen on its own shards (and an unreachable one holds up
+// only its own).
+func TestIdentitiesArePerMaster(t *testing.T) {
+	t.Parallel()
+	s, rdb := newClusterStore(t, 16)
+	ids, err := s.Identities(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for shard, id := range ids {
+		m, err := rdb.MasterForKey(t.Context(), s.Keys().Consumed(shard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := m.Info(t.Context(), "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == "" || !strings.Contains(info, "master_replid:"+id+"\r\n") {
+			t.Errorf("shard %d: identity %q, not its master's (%s)", shard, id, m.Options().Addr)
+		}
+	}
+	if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); distinct < 2 {
+		t.Errorf("16 shards over a cluster's masters have %d identities, want one per master", distinct)
 	}
 }

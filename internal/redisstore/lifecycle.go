@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -234,42 +233,55 @@ func (s *Store) Epochs(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Identity names the Redis data the shards live in now: the master_replid
-// of the Redis, or of every master of a cluster (sorted, joined). It changes
-// whenever a Redis restarts (from an AOF, a snapshot or empty) or a replica
-// is promoted: then the data may be older than what was answered before,
-// though the shards' epoch tokens survived (they are in that older copy).
-func (s *Store) Identity(ctx context.Context) (string, error) {
-	read := func(ctx context.Context, c redis.Cmdable) (string, error) {
-		info, err := c.Info(ctx, "replication").Result()
-		if err != nil {
-			return "", fmt.Errorf("read the redis identity: %w", err)
-		}
-		for line := range strings.Lines(info) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
-				return v, nil
-			}
-		}
-		return "", errors.New("read the redis identity: no master_replid in INFO replication")
-	}
+// Identities is, per shard, which Redis data the shard lives in now: the
+// master_replid of the Redis (of a cluster, of the master holding the
+// shard). It changes whenever that Redis restarts (from an AOF, a snapshot
+// or empty) or a replica is promoted: then the data may be older than what
+// was answered before, though the shard's epoch token survived (it is in
+// that older copy). A shard whose master could not be read has "", and the
+// error says why; the others are read all the same.
+func (s *Store) Identities(ctx context.Context) ([]string, error) {
+	out := make([]string, s.keys.Shards())
 	cluster, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
-		return read(ctx, s.rdb)
+		id, err := identity(ctx, s.rdb)
+		for shard := range out {
+			out[shard] = id
+		}
+		return out, err
 	}
-	var mu sync.Mutex
-	var ids []string
-	err := cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		id, err := read(ctx, m)
-		mu.Lock()
-		ids = append(ids, id)
-		mu.Unlock()
-		return err
-	})
+	byMaster := map[string]string{}
+	var errs []error
+	for shard := range out {
+		m, err := cluster.MasterForKey(ctx, s.keys.Consumed(shard))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("master of shard %d: %w", shard, err))
+			continue
+		}
+		id, read := byMaster[m.Options().Addr]
+		if !read {
+			if id, err = identity(ctx, m); err != nil {
+				errs = append(errs, err)
+			}
+			byMaster[m.Options().Addr] = id
+		}
+		out[shard] = id
+	}
+	return out, errors.Join(errs...)
+}
+
+// identity is one Redis's master_replid.
+func identity(ctx context.Context, c redis.Cmdable) (string, error) {
+	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("read the redis identity: %w", err)
 	}
-	slices.Sort(ids)
-	return strings.Join(ids, ","), nil
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
+			return v, nil
+		}
+	}
+	return "", errors.New("read the redis identity: no master_replid in INFO replication")
 }
 
 // EpochsUnread names the shards whose tokens Epochs could not read, and why.
