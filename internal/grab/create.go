@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"redpacket/internal/envelope"
@@ -178,15 +177,10 @@ func (s *Service) failedInsert(ctx context.Context, id int64, err error) insertO
 
 // nothingWritten reports an insert error that proves the transaction did
 // not commit: a share code that could not be had, another create's
-// idempotency key, an error PostgreSQL answered (a failed statement or
-// COMMIT rolls back), or no connection to send it on. (Not
-// pgconn.SafeToRetry: pgx reports a COMMIT whose answer was lost as "conn
-// closed", an error it deems safe to retry.)
+// idempotency key, or a transaction that did not commit (pgstore.NotCommitted).
 func nothingWritten(err error) bool {
-	var pgErr *pgconn.PgError
 	return errors.Is(err, errShareCode) || errors.Is(err, pgstore.ErrShareCodeTaken) ||
-		errors.Is(err, pgstore.ErrIdempotencyKeyTaken) || errors.As(err, &pgErr) ||
-		errors.As(err, new(*pgconn.ConnectError))
+		errors.Is(err, pgstore.ErrIdempotencyKeyTaken) || pgstore.NotCommitted(err)
 }
 
 // errShareCode marks a failure to draw a share code: nothing was inserted.

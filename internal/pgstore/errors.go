@@ -39,3 +39,16 @@ func IsRefused(err error) bool {
 	class := pgErr.Code[:2]
 	return class == "22" || class == "23"
 }
+
+// NotCommitted reports an error of a transaction that certainly did not
+// commit: PostgreSQL answered it (a failed statement, or a failed COMMIT,
+// rolls the transaction back), or no connection was made to send it on. Any
+// other failure (a connection lost, a context ended) may have come after
+// the COMMIT reached the server. Not pgconn.SafeToRetry: pgx reports a
+// COMMIT whose answer was lost as "conn closed", an error it deems safe to
+// retry.
+func NotCommitted(err error) bool {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &pgErr) || errors.As(err, &connectErr)
+}
