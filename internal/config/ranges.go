@@ -22,7 +22,7 @@ var intRanges = map[string]intRange{
 	"FLUSHER_MAX_CONNS":  {1, 10_000},
 	"MAX_TOTAL_CENTS":    {1, maxJSONInt}, // the Redis scripts add cents up exactly only below 2^53
 	"MAX_PACKET_CENTS":   {1, maxJSONInt},
-	"MAX_PACKETS":        {1, 1_000_000}, // every packet is written in the create's one transaction and script call
+	"MAX_PACKETS":        {1, 1_000_000}, // every packet is written in the create's one transaction and one load
 	"ORDER_NO_WIDTH":     {1, 18},        // yyyyMMdd + the sequence stays within 26 digits; the sequence within int64
 	"ORDER_NO_SEGMENT":   {1, 1_000_000},
 	"SHORT_ID_MIN":       {0, maxJSONInt}, // short ids are JSON numbers: exact below 2^53

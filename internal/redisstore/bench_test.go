@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"redpacket/internal/redisstore"
 )
 
@@ -81,4 +83,56 @@ func BenchmarkGrabCoalesced(b *testing.B) {
 			benchGrab(b, func(s *redisstore.Store) func() { return s.Coalesce(workers, 64) })
 		})
 	}
+}
+
+// BenchmarkLoadEnvelope loads envelopes of many packets while another
+// connection PINGs the same Redis in a loop, and reports, beside the time a
+// load takes, the longest a PING waited during it (stall-ms): how long the
+// load held Redis, and so every grab on it, at most.
+func BenchmarkLoadEnvelope(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run("packets="+strconv.Itoa(n), func(b *testing.B) {
+			s, rdb := newStore(b)
+			ps, total := makePackets(1, n)
+			var worst time.Duration
+			for i := 0; b.Loop(); i++ {
+				stop, stalled := pingWhile(b, rdb)
+				loaded, err := s.LoadEnvelope(b.Context(), int64(i+1), time.Now().Add(time.Hour), total, ps)
+				stop()
+				if err != nil || !loaded {
+					b.Fatalf("LoadEnvelope = %v, %v", loaded, err)
+				}
+				worst = max(worst, <-stalled)
+				b.StopTimer()
+				rdb.Unlink(b.Context(), s.Keys().Pool(int64(i+1)), s.Keys().Meta(int64(i+1)))
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(worst.Microseconds())/1000, "stall-ms")
+		})
+	}
+}
+
+// pingWhile PINGs Redis on a connection of its own until stop is called,
+// then sends the longest a PING waited.
+func pingWhile(b *testing.B, rdb redis.UniversalClient) (stop func(), longest <-chan time.Duration) {
+	opts := rdb.(*redis.Client).Options()
+	c := redis.NewClient(&redis.Options{Addr: opts.Addr, DB: opts.DB, ReadTimeout: time.Minute})
+	if err := c.Ping(b.Context()).Err(); err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Bool
+	out := make(chan time.Duration, 1)
+	go func() {
+		defer c.Close()
+		var most time.Duration
+		for !done.Load() {
+			t0 := time.Now()
+			if err := c.Ping(b.Context()).Err(); err != nil {
+				break
+			}
+			most = max(most, time.Since(t0))
+		}
+		out <- most
+	}()
+	return func() { done.Store(true) }, out
 }

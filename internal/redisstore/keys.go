@@ -74,6 +74,13 @@ func (k Keys) Meta(envelopeID int64) string { return k.envelope(envelopeID) + ":
 // Pool is the list of the envelope's packets not yet grabbed.
 func (k Keys) Pool(envelopeID int64) string { return k.envelope(envelopeID) + ":pool" }
 
+// Staging is a list a loader of a large envelope fills, chunk by chunk,
+// with the packets load.lua then makes the pool; token is the loader's own,
+// so two loaders of one envelope never add to one list.
+func (k Keys) Staging(envelopeID int64, token string) string {
+	return k.envelope(envelopeID) + ":staging:" + token
+}
+
 // Claims is the single claims hash of an envelope loaded before claims had
 // buckets (its meta has no "buckets"); such an envelope keeps it until it
 // is settled or reloaded.

@@ -5,7 +5,11 @@
 -- KEYS[3] claims hash of the envelope as it was before buckets (Keys.Claims)
 -- KEYS[4] epoch of the envelope's shard
 -- KEYS[5] recipients set of the envelope
--- KEYS[6 ..] the envelope's claim buckets, all of them: their number is
+-- KEYS[6] the loader's staging list (Keys.Staging), which stage.lua filled
+--         with the packets when ARGV carries none: it becomes the pool
+--         (RENAME, one step however many packets), and is deleted when the
+--         envelope is not loaded now
+-- KEYS[7 ..] the envelope's claim buckets, all of them: their number is
 --         the "buckets" the meta records for the grabs (Keys.ClaimBuckets)
 -- ARGV[1] expires, unix milliseconds
 -- ARGV[2] packet count
@@ -18,7 +22,8 @@
 -- ARGV[6] password digest, or '' for none
 -- ARGV[7] r, the number of recipients that follow (0: anyone may grab)
 -- ARGV[8 .. 7+r]  recipients
--- ARGV[8+r ..]    packets, "<packet>:<amount>"
+-- ARGV[8+r ..]    packets, "<packet>:<amount>": all of them, or none when
+--                 they are staged in KEYS[6]
 --
 -- Reply {code}:
 --   LOADED        loaded now
@@ -31,8 +36,10 @@
 --   GIVEN_UP      the envelope was given up (failed), suspended or
 --                 refunded by an operator (forgotten) meanwhile: it must not
 --                 be marked loaded
+--   UNSTAGED      the staging list does not hold the packet count (it
+--                 expired, or its Redis lost it): nothing loaded
 -- Arguments that are not what this says are an error, before any write.
-local LOADED, ALREADY, INCONSISTENT, EPOCH_CHANGED, GIVEN_UP = 0, 1, 2, 3, 4
+local LOADED, ALREADY, INCONSISTENT, EPOCH_CHANGED, GIVEN_UP, UNSTAGED = 0, 1, 2, 3, 4, 5
 
 local exact = 9007199254740991
 local function whole(v, lo)
@@ -44,33 +51,48 @@ local function whole(v, lo)
 end
 
 local count, total, r = whole(ARGV[2], 1), whole(ARGV[3], 1), whole(ARGV[7], 0)
-local buckets = #KEYS - 5
+local buckets = #KEYS - 6
+local inline = #ARGV - 7 - (r or 0)
 if not whole(ARGV[1], 0) or not count or not total or not r or not whole(ARGV[5], 0)
-    or count ~= #ARGV - 7 - r or total < count or buckets < 1 then
+    or (inline ~= count and inline ~= 0) or total < count or buckets < 1 then
   return redis.error_reply('load: bad arguments')
 end
+-- Every answer but LOADED leaves the staged packets unused: drop them.
+local function done(code)
+  redis.call('UNLINK', KEYS[6])
+  return {code}
+end
 if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
-  return {EPOCH_CHANGED}
+  return done(EPOCH_CHANGED)
 end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'failed' or status == 'suspended' or status == 'forgotten' then
-  return {GIVEN_UP}
+  return done(GIVEN_UP)
 end
 if status then
-  return {ALREADY}
+  return done(ALREADY)
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) > 0 then
-  return {INCONSISTENT}
+  return done(INCONSISTENT)
 end
-for i = 6, #KEYS, 1000 do
+for i = 7, #KEYS, 1000 do
   if redis.call('EXISTS', unpack(KEYS, i, math.min(i + 999, #KEYS))) > 0 then
-    return {INCONSISTENT}
+    return done(INCONSISTENT)
   end
+end
+if inline == 0 and redis.call('LLEN', KEYS[6]) ~= count then
+  return done(UNSTAGED)
 end
 -- unpack() is bounded by the Lua stack: push in chunks. The pool does not
 -- exist, so no push can fail.
 for i = 8, 7 + r, 1000 do
   redis.call('SADD', KEYS[5], unpack(ARGV, i, math.min(i + 999, 7 + r)))
+end
+if inline == 0 then
+  -- The staging list lived for a while only: the pool lives until the
+  -- envelope is settled.
+  redis.call('RENAME', KEYS[6], KEYS[2])
+  redis.call('PERSIST', KEYS[2])
 end
 for i = 8 + r, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))

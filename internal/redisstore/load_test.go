@@ -1,9 +1,12 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,5 +160,154 @@ func TestLoadEnvelopeLarge(t *testing.T) {
 	}
 	if c, _ := rdb.HGet(ctx, s.Keys().Meta(id), "count").Result(); c != strconv.Itoa(n) {
 		t.Errorf("meta count %q, want %d", c, n)
+	}
+}
+
+// argsHook records the most arguments any one command sent and can run a
+// step before each command.
+type argsHook struct {
+	mu     sync.Mutex
+	most   int
+	before func(ctx context.Context, cmd redis.Cmder)
+}
+
+func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.most = max(h.most, len(cmd.Args()))
+		before := h.before
+		h.mu.Unlock()
+		if before != nil {
+			before(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// scriptKey is KEYS[i] (1-based) of an EVAL or EVALSHA command, or "".
+func scriptKey(cmd redis.Cmder, i int) string {
+	a := cmd.Args()
+	if len(a) < 3 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return ""
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(a[2]))
+	if i > n || 2+i >= len(a) {
+		return ""
+	}
+	return fmt.Sprint(a[2+i])
+}
+
+// stagingKeys lists the staging lists left under the store's prefix.
+func stagingKeys(t *testing.T, rdb redis.UniversalClient, s *redisstore.Store, id int64) []string {
+	t.Helper()
+	keys, err := rdb.Keys(t.Context(), s.Keys().Staging(id, "*")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// A large envelope goes into Redis a chunk at a time, so that no command
+// holds Redis for all its packets; what it leaves is the envelope a single
+// call would have left: the pool in order, for good, and no staging list.
+func TestLoadEnvelopeStagedInChunks(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	h := &argsHook{}
+	rdb.(*redis.Client).AddHook(h)
+	const id, n = 91, 25_000
+	ps, total := makePackets(1, n)
+	loaded, err := s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+	if err != nil || !loaded {
+		t.Fatalf("LoadEnvelope = %v, %v", loaded, err)
+	}
+	if h.most > 2_100 {
+		t.Errorf("a command of the load sent %d arguments; want every chunk at most about 2,000 packets", h.most)
+	}
+	pool := lrange(t, rdb, s.Keys().Pool(id))
+	if len(pool) != n {
+		t.Fatalf("pool holds %d packets, want %d", len(pool), n)
+	}
+	for i, p := range ps {
+		if want := fmt.Sprintf("%d:%d", p.ID, p.AmountCents); pool[i] != want {
+			t.Fatalf("pool[%d] = %q, want %q", i, pool[i], want)
+		}
+	}
+	if ttl := rdb.PTTL(t.Context(), s.Keys().Pool(id)).Val(); ttl != -1 {
+		t.Errorf("pool expires in %v; want it kept until the envelope is settled", ttl)
+	}
+	if left := stagingKeys(t, rdb, s, id); len(left) != 0 {
+		t.Errorf("staging lists left: %v", left)
+	}
+}
+
+// Two loaders of one large envelope at once (its creator and the flusher's
+// repair) stage into lists of their own: one loads, the other changes
+// nothing, and the pool holds each packet once.
+func TestLoadEnvelopeStagedTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	const id, n = 92, 9_000
+	ps, total := makePackets(1, n)
+	var wg sync.WaitGroup
+	results := make([]bool, 2)
+	errs := make([]error, 2)
+	for i := range results {
+		wg.Go(func() {
+			results[i], errs[i] = s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+		})
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || results[0] == results[1] {
+		t.Fatalf("loads = %v, %v and %v, %v; want one true, one false, no error", results[0], errs[0], results[1], errs[1])
+	}
+	pool := lrange(t, rdb, s.Keys().Pool(id))
+	seen := map[string]bool{}
+	for _, v := range pool {
+		if seen[v] {
+			t.Fatalf("packet %s in the pool twice", v)
+		}
+		seen[v] = true
+	}
+	if len(pool) != n {
+		t.Errorf("pool holds %d packets, want %d", len(pool), n)
+	}
+	if left := stagingKeys(t, rdb, s, id); len(left) != 0 {
+		t.Errorf("staging lists left: %v", left)
+	}
+}
+
+// Staged packets gone before the load (the list expired, or Redis lost it)
+// load nothing; a later load starts again and loads the envelope.
+func TestLoadEnvelopeStagedPacketsLost(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	const id, n = 93, 5_000
+	ps, total := makePackets(1, n)
+	h := &argsHook{}
+	h.before = func(ctx context.Context, cmd redis.Cmder) {
+		if key := scriptKey(cmd, 6); strings.Contains(key, ":staging:") {
+			rdb.Del(ctx, key)
+		}
+	}
+	rdb.(*redis.Client).AddHook(h)
+	loaded, err := s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+	if !errors.Is(err, redisstore.ErrUnstaged) || loaded {
+		t.Fatalf("LoadEnvelope = %v, %v; want false, ErrUnstaged", loaded, err)
+	}
+	if exists(t, rdb, s.Keys().Meta(id)) || exists(t, rdb, s.Keys().Pool(id)) {
+		t.Fatal("meta or pool written though the packets were lost")
+	}
+	h.mu.Lock()
+	h.before = nil
+	h.mu.Unlock()
+	loaded, err = s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+	if err != nil || !loaded || llen(t, rdb, s.Keys().Pool(id)) != n {
+		t.Fatalf("second LoadEnvelope = %v, %v with %d pooled; want true, nil, %d", loaded, err, llen(t, rdb, s.Keys().Pool(id)), n)
 	}
 }

@@ -17,6 +17,8 @@ var (
 	ceilingSource string
 	//go:embed load.lua
 	loadSource string
+	//go:embed stage.lua
+	stageSource string
 	//go:embed take.lua
 	takeSource string
 	//go:embed ack.lua
@@ -45,7 +47,11 @@ var (
 		rs.Reply{Code: loadAlready, Name: "ALREADY"},
 		rs.Reply{Code: loadInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
 		rs.Reply{Code: loadEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged},
-		rs.Reply{Code: loadGivenUp, Name: "GIVEN_UP", Err: ErrGivenUp})
+		rs.Reply{Code: loadGivenUp, Name: "GIVEN_UP", Err: ErrGivenUp},
+		rs.Reply{Code: loadUnstaged, Name: "UNSTAGED", Err: ErrUnstaged})
+	stageScript = rs.New("stage.lua", stageSource,
+		rs.Reply{Code: stageStaged, Name: "STAGED"},
+		rs.Reply{Code: stageOutOfStep, Name: "OUT_OF_STEP", Err: ErrUnstaged})
 	takeScript = rs.New("take.lua", takeSource,
 		rs.Reply{Code: takeTaken, Name: "TAKEN"})
 	ackScript = rs.New("ack.lua", ackSource,
@@ -73,7 +79,7 @@ var (
 		rs.Reply{Code: createNotOurs, Name: "NOT_OURS"})
 
 	// scripts is every script of the package, for the checks.
-	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, takeScript, ackScript, closeScript, failScript, reloadScript,
+	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, stageScript, takeScript, ackScript, closeScript, failScript, reloadScript,
 		createMarkScript, createUnmarkScript}
 )
 
@@ -143,6 +149,13 @@ const (
 	loadInconsistent rs.Code = 2
 	loadEpochChanged rs.Code = 3
 	loadGivenUp      rs.Code = 4
+	loadUnstaged     rs.Code = 5
+)
+
+// Reply codes of stage.lua.
+const (
+	stageStaged    rs.Code = 0
+	stageOutOfStep rs.Code = 1
 )
 
 // Reply codes of take.lua, ack.lua and close.lua.
