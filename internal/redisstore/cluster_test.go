@@ -246,3 +246,22 @@ func TestIdentitiesArePerMaster(t *testing.T) {
 		t.Errorf("16 shards over a cluster's masters have %d identities, want one per master", distinct)
 	}
 }
+
+// A large envelope's staging list shares its envelope's hash tag, so the
+// staged load works on a cluster as on one Redis.
+func TestClusterLoadStaged(t *testing.T) {
+	t.Parallel()
+	s, rdb := newClusterStore(t, testShards)
+	const id, n = 45, 5_000
+	ps, total := makePackets(1, n)
+	loaded, err := s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+	if err != nil || !loaded {
+		t.Fatalf("LoadEnvelope = %v, %v", loaded, err)
+	}
+	if got := rdb.LLen(t.Context(), s.Keys().Pool(id)).Val(); got != n {
+		t.Errorf("pool holds %d packets, want %d", got, n)
+	}
+	if ttl := rdb.PTTL(t.Context(), s.Keys().Pool(id)).Val(); ttl != -1 {
+		t.Errorf("pool expires in %v, want never", ttl)
+	}
+}
