@@ -35,6 +35,11 @@ func newClient(t testing.TB) redis.UniversalClient {
 	return c
 }
 
+// midday is noon UTC today: grabs then are not in a day's last hour, when
+// the next day's ranges are reserved ahead, for the tests that count
+// reservations.
+func midday() time.Time { return time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour) }
+
 // lastInstant is 23:59:59.999 of the day, in loc.
 func lastInstant(y int, m time.Month, d int, loc *time.Location) time.Time {
 	return time.Date(y, m, d, 23, 59, 59, 999_000_000, loc)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,14 +65,29 @@ type OrderNumbers struct {
 	mu      sync.Mutex
 	flights map[flightKey]*flight
 	closed  bool
-	wg      sync.WaitGroup
+
+	failed   int       // raises failed since the last warning
+	warnedAt time.Time // of the last warning
+	wg       sync.WaitGroup
 }
 
 // orderDay is a day and its date, so Date needs no formatting within it.
 type orderDay struct {
 	start, end time.Time
 	date       string
+	ahead      time.Time   // from here on the next day's ranges are reserved
+	aheadOnce  atomic.Bool // whether that has begun
 }
+
+// aheadOfMidnight is how long before a day ends the next day's ranges are
+// reserved, one per shard, in the background: the day's first grabs then
+// need no PostgreSQL, so a PostgreSQL down at midnight does not stop grabs
+// that the day before's ranges would have served. A reservation that fails
+// is tried again every aheadRetry, until it succeeds or the hour is over.
+const (
+	aheadOfMidnight = time.Hour
+	aheadRetry      = 30 * time.Second
+)
 
 type flightKey struct {
 	shard int
@@ -116,15 +132,61 @@ func (o *OrderNumbers) Width() int { return o.width }
 
 // Date is t's day as yyyyMMdd in the configured time zone.
 func (o *OrderNumbers) Date(t time.Time) string {
-	if d := o.day.Load(); d != nil && !t.Before(d.start) && t.Before(d.end) {
-		return d.date
+	d := o.day.Load()
+	if d == nil || t.Before(d.start) || !t.Before(d.end) {
+		lt := t.In(o.loc)
+		y, m, dd := lt.Date()
+		d = &orderDay{start: DayStart(y, m, dd, o.loc), end: DayStart(y, m, dd+1, o.loc), date: lt.Format("20060102")}
+		d.ahead = d.end.Add(-aheadOfMidnight)
+		o.day.Store(d)
 	}
-	lt := t.In(o.loc)
-	y, m, dd := lt.Date()
-	d := &orderDay{start: time.Date(y, m, dd, 0, 0, 0, 0, o.loc), end: time.Date(y, m, dd+1, 0, 0, 0, 0, o.loc),
-		date: lt.Format("20060102")}
-	o.day.Store(d)
+	if !t.Before(d.ahead) && !d.aheadOnce.Load() && d.aheadOnce.CompareAndSwap(false, true) {
+		o.raiseNextDay(d)
+	}
 	return d.date
+}
+
+// raiseNextDay reserves, in the background, a range of every shard for the
+// day after d (see aheadOfMidnight).
+func (o *OrderNumbers) raiseNextDay(d *orderDay) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	o.wg.Add(1)
+	next := d.end.In(o.loc).Format("20060102")
+	go func() {
+		defer o.wg.Done()
+		left := make([]int, o.store.Keys().Shards())
+		for i := range left {
+			left[i] = i
+		}
+		for try := 0; len(left) > 0 && try < int(aheadOfMidnight/aheadRetry); try++ {
+			if try > 0 {
+				select {
+				case <-o.ctx.Done():
+					return
+				case <-time.After(aheadRetry):
+				}
+			}
+			left = slices.DeleteFunc(left, func(shard int) bool { return o.supplyNow(flightKey{shard, next}) == nil })
+		}
+	}()
+}
+
+// supplyNow raises k's numbers in this goroutine, or waits for the raise
+// under way.
+func (o *OrderNumbers) supplyNow(k flightKey) error {
+	f, started := o.join(k)
+	if f == nil {
+		return ErrClosed
+	}
+	if started {
+		o.fly(k, f, "")
+	}
+	<-f.done
+	return f.err
 }
 
 // Remaining starts a raise in the background when a shard has less than
@@ -199,14 +261,28 @@ func (o *OrderNumbers) fly(k flightKey, f *flight, fenceFor string) {
 	ctx, cancel := context.WithTimeout(o.ctx, raiseTimeout)
 	f.err = o.raise(ctx, k, fenceFor)
 	cancel()
-	if f.err != nil {
-		o.log.Warn("order numbers not raised", zap.Int("shard", k.shard), zap.String("date", k.date), zap.Error(f.err))
-	}
 	o.mu.Lock()
 	delete(o.flights, k)
+	warn := 0
+	if f.err != nil {
+		o.failed++
+		if now := time.Now(); now.Sub(o.warnedAt) >= raiseWarnEvery {
+			warn, o.failed, o.warnedAt = o.failed, 0, now
+		}
+	}
 	o.mu.Unlock()
+	if warn > 0 {
+		o.log.Warn("order numbers not raised", zap.Int("shard", k.shard), zap.String("date", k.date),
+			zap.Int("count", warn), zap.Error(f.err))
+	}
 	close(f.done)
 }
+
+// raiseWarnEvery spaces the warnings of raises that failed: while
+// PostgreSQL is down each grab that finds no number may start a raise, and
+// a line each would flood the log. A line counts the failures since the
+// last one and names the latest.
+const raiseWarnEvery = 10 * time.Second
 
 // fenceTries bounds the reservations of one raise: one per Redis identity
 // it is told to fence for (a second only if Redis changed again meanwhile),

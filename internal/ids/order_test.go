@@ -177,6 +177,13 @@ func wantOrderNosPerShard(t *testing.T, first []redisstore.Claim, date string) m
 	return top
 }
 
+// refusing reserves nothing: for keepers that only tell dates.
+type refusing struct{}
+
+func (refusing) ReserveOrderNos(context.Context, string, int, int64) (int64, int64, error) {
+	return 0, 0, errors.New("no reservations here")
+}
+
 // blockingReserver holds every reservation until released, and counts them.
 type blockingReserver struct {
 	Reserver
@@ -209,7 +216,7 @@ func TestOrderNumbersSingleFlight(t *testing.T) {
 	s := redisstore.New(rdb, prefix, 4)
 	o := newOrders(t, s, res, OrderConfig{Step: 100})
 	ctx := t.Context()
-	now := time.Now()
+	now := midday()
 	loadEnvelope(t, s, 1, 50, now)
 	const grabs = 40
 	errs := make(chan error, grabs)
@@ -322,7 +329,7 @@ func TestOrderNumbersNarrowWidth(t *testing.T) {
 		t.Fatalf("step %d, want 25: all shard 0 holds", o.step)
 	}
 	ctx := t.Context()
-	now := time.Now()
+	now := midday()
 	loadEnvelope(t, s, 1, 40, now)
 	for u := range 25 {
 		if _, err := s.Grab(ctx, 1, fmt.Sprint("u", u), now); err != nil {
@@ -343,6 +350,10 @@ func TestOrderNumbersNarrowWidth(t *testing.T) {
 
 func TestOrderNumbersDate(t *testing.T) {
 	t.Parallel()
+	havana, err := time.LoadLocation("America/Havana")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rdb, prefix := testenv.Redis(t)
 	for _, c := range []struct {
 		loc      *time.Location
@@ -353,8 +364,11 @@ func TestOrderNumbersDate(t *testing.T) {
 		{time.UTC, time.Date(2024, 12, 31, 23, 59, 59, 999e6, time.UTC), "20241231", "20250101"},
 		{shanghai, time.Date(2024, 3, 9, 15, 59, 59, 999e6, time.UTC), "20240309", "20240310"},
 		{shanghai, time.Date(2024, 2, 28, 16, 0, 0, 0, time.UTC), "20240229", "20240229"},
+		// Havana's clocks skip 00:00-01:00 on 10 March 2024: that day
+		// begins at 05:00 UTC, and the instant before is the 9th's.
+		{havana, time.Date(2024, 3, 10, 4, 59, 59, 999e6, time.UTC), "20240309", "20240310"},
 	} {
-		o := newOrders(t, redisstore.New(rdb, prefix, 4), nil, OrderConfig{Location: c.loc})
+		o := newOrders(t, redisstore.New(rdb, prefix, 4), refusing{}, OrderConfig{Location: c.loc})
 		for range 2 { // the second time from the cached day
 			if got, next := o.Date(c.at), o.Date(c.at.Add(time.Millisecond)); got != c.want || next != c.wantNext {
 				t.Errorf("%s in %s: %s then %s; want %s then %s", c.at, c.loc, got, next, c.want, c.wantNext)

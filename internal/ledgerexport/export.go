@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"redpacket/internal/envelope"
+	"redpacket/internal/ids"
 	"redpacket/internal/pgstore"
 )
 
@@ -49,20 +50,22 @@ var pageSize = 5000
 // the clocks of the processes that stamp the creation and the grabs.
 const claimWindow = envelope.MaxStartsAhead + envelope.MaxExpiresIn + time.Minute
 
-// Range is the instants of the days from, to (inclusive) in loc: [Since, Until).
+// Range is the instants of the days from, to (inclusive) in loc: [Since,
+// Until), each day from its first instant, as order numbers count days
+// (ids.DayStart: also where a zone's clocks skip midnight).
 func Range(from, to string, loc *time.Location) (since, until time.Time, err error) {
-	f, err := time.ParseInLocation(time.DateOnly, from, loc)
+	f, err := time.Parse(time.DateOnly, from)
 	if err != nil {
 		return since, until, fmt.Errorf("-from: want YYYY-MM-DD: %w", err)
 	}
-	t, err := time.ParseInLocation(time.DateOnly, to, loc)
+	t, err := time.Parse(time.DateOnly, to)
 	if err != nil {
 		return since, until, fmt.Errorf("-to: want YYYY-MM-DD: %w", err)
 	}
 	if t.Before(f) {
 		return since, until, fmt.Errorf("-to %s is before -from %s", to, from)
 	}
-	return f, t.AddDate(0, 0, 1), nil
+	return ids.DayStart(f.Year(), f.Month(), f.Day(), loc), ids.DayStart(t.Year(), t.Month(), t.Day()+1, loc), nil
 }
 
 // Export sends every movement in [since, until) to sink: the funded

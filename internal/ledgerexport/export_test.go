@@ -227,6 +227,18 @@ func TestRangeRefusals(t *testing.T) {
 	if err != nil || !since.Equal(time.Date(2026, 11, 21, 16, 0, 0, 0, time.UTC)) || until.Sub(since) != 24*time.Hour {
 		t.Errorf("a day in Shanghai = [%v, %v), %v", since, until, err)
 	}
+	// Santiago's clocks skip 00:00-01:00 on 8 September 2024: the 7th
+	// lasts until 04:00 UTC, and the 8th 23 hours from there.
+	santiago, _ := time.LoadLocation("America/Santiago")
+	for _, c := range []struct{ day, since, until string }{
+		{"2024-09-07", "2024-09-07T04:00:00Z", "2024-09-08T04:00:00Z"},
+		{"2024-09-08", "2024-09-08T04:00:00Z", "2024-09-09T03:00:00Z"},
+	} {
+		since, until, err := Range(c.day, c.day, santiago)
+		if got := since.UTC().Format(time.RFC3339) + " " + until.UTC().Format(time.RFC3339); err != nil || got != c.since+" "+c.until {
+			t.Errorf("%s in Santiago = %s, %v; want %s %s", c.day, got, err, c.since, c.until)
+		}
+	}
 	if _, err := NewWriter(&bytes.Buffer{}, "xml"); err == nil {
 		t.Error("format xml accepted")
 	}

@@ -1,0 +1,77 @@
+package ids
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
+)
+
+// In the last hour of a day every shard's range of the next day is reserved
+// ahead, so a PostgreSQL down at midnight does not stop the next day's
+// first grabs (here the night before New York's 23-hour day).
+func TestOrderNumbersNextDayReservedAhead(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	close(res.release)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newOrders(t, s, res, OrderConfig{Step: 1000, Location: ny})
+	ctx := t.Context()
+	evening := time.Date(2026, 3, 7, 23, 30, 0, 0, ny)
+	loadEnvelope(t, s, 1, 10, evening)
+	if _, err := s.Grab(ctx, 1, "u0", evening); err != nil {
+		t.Fatal(err)
+	}
+	for shard := range 4 {
+		key := s.Keys().Orders(shard, "20260308")
+		waitFor(t, func() bool { return rdb.HGet(ctx, key, "ceiling").Val() != "" })
+	}
+	res.fail.Store(true)
+	for i, at := range []time.Time{lastInstant(2026, 3, 7, ny), time.Date(2026, 3, 8, 0, 0, 0, 1e6, ny)} {
+		c, err := s.Grab(ctx, 1, fmt.Sprint("u", i+1), at)
+		if want := at.In(ny).Format("20060102"); err != nil || c.OrderNo[:8] != want {
+			t.Errorf("grab at %s with PostgreSQL down = %q, %v; want an order number of %s", at, c.OrderNo, err, want)
+		}
+	}
+}
+
+// While PostgreSQL is down each grab that finds no number may start a
+// raise; their failures are logged at most once every 10 s, with a count.
+func TestOrderNumbersFailedRaisesLoggedInSummary(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	close(res.release)
+	res.fail.Store(true)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	core, logs := observer.New(zap.WarnLevel)
+	newOrders(t, s, res, OrderConfig{Step: 3, Log: zap.New(core)})
+	now := midday()
+	loadEnvelope(t, s, 1, 50, now)
+	failed := 0
+	for u := range 30 {
+		if _, err := s.Grab(t.Context(), 1, fmt.Sprint("u", u), now); err != nil {
+			failed++
+		}
+	}
+	lines := logs.FilterMessage("order numbers not raised").All()
+	if failed < 20 || len(lines) != 1 {
+		t.Fatalf("%d grabs failed, %d lines logged; want at least 20 and one line", failed, len(lines))
+	}
+	if n := lines[0].ContextMap()["count"]; n != int64(1) {
+		t.Errorf("first line's count = %v, want 1 (the failures since the last line)", n)
+	}
+}
