@@ -8,6 +8,7 @@ import (
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
 )
 
 // closedKeyTTL is the lifetime a sender's close gives the envelope's Redis
@@ -38,6 +39,17 @@ func (s *Service) Close(ctx context.Context, id int64) (Status, error) {
 		// would open it again: the sender asks again in a moment.
 		return Status{}, fmt.Errorf("%w: envelope %d is still loading", ErrUnavailable, id)
 	case envelope.StatusOpen, envelope.StatusSuspended:
+		if e.Status == envelope.StatusOpen {
+			// PostgreSQL says open until the flusher writes the last
+			// claim; Redis knows first that nothing is left to close.
+			live, err := s.redis.Live(ctx, id)
+			if err != nil {
+				return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+			if live.Loaded && live.Status == redisstore.MetaOpen && live.Remaining == 0 {
+				return s.Status(ctx, id)
+			}
+		}
 		if _, err := s.pg.Close(ctx, id, s.Now()); err != nil {
 			return Status{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}

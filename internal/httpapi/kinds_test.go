@@ -119,6 +119,28 @@ func TestCloseEndpoint(t *testing.T) {
 	}
 }
 
+// Closing an envelope whose last packet was grabbed changes nothing, also
+// before the flusher has written its claims: it keeps its expiry, gets no
+// closed_at, and stays sold out.
+func TestCloseSoldOutChangesNothing(t *testing.T) {
+	t.Parallel()
+	_, c := newClient(t)
+	e := c.createN(200, 2, 3600)
+	c.grab(e.EnvelopeID, "u1")
+	c.grab(e.EnvelopeID, "u2")
+	path := fmt.Sprintf("/v1/envelopes/%d", e.EnvelopeID)
+	var before, after statusResponse
+	requireJSON(t, c.do("GET", path, ""), &before)
+	a := c.do("POST", path+"/close", "")
+	if a.Status != http.StatusOK {
+		t.Fatalf("close: %s", a)
+	}
+	requireJSON(t, a, &after)
+	if after.Status != "sold_out" || after.ClosedAt != nil || after.ExpiresAt != before.ExpiresAt {
+		t.Errorf("closing a sold-out envelope: %+v, before %+v", after, before)
+	}
+}
+
 // The create body is read as strictly with the new fields: a field given
 // twice (also inside metadata) or in another letter case is refused.
 func TestCreateExtrasAreStrict(t *testing.T) {
