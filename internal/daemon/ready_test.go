@@ -60,6 +60,45 @@ func TestRedisCheckSingleServer(t *testing.T) {
 	}
 }
 
+// A Redis that takes a connection and never answers is not up, and the
+// check says so by its deadline, not the client's own read timeout.
+func TestRedisCheckAnswersByItsDeadline(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		_ = l.Close()
+		for len(accepted) > 0 {
+			_ = (<-accepted).Close()
+		}
+	})
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case accepted <- conn: // held open, never answered
+			default:
+				_ = conn.Close()
+			}
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: l.Addr().String(), Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = (&Clients{Redis: c}).Checks()["redis"](ctx)
+	if took := time.Since(start); err == nil || took > 2*time.Second {
+		t.Fatalf("redis check of a silent server = %v after %v; want an error by its 300 ms deadline", err, took)
+	}
+}
+
 // The clusters of the real thing: the shared healthy cluster is ready; a
 // private cluster that lost a master and its replica (cluster_state:fail
 // on the others, which still answer PING) is not.
