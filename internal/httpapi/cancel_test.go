@@ -67,9 +67,10 @@ func TestGrabClientGone(t *testing.T) {
 	s.RDB.AddHook(hook)
 	hook.armed.Store(true)
 	req := httptest.NewRequest("POST", grabPath(env.EnvelopeID), strings.NewReader(`{"user_id":"gone"}`)).WithContext(ctx)
+	rec := httptest.NewRecorder()
 	go func() {
 		defer close(answered)
-		c.h.ServeHTTP(httptest.NewRecorder(), req)
+		c.h.ServeHTTP(rec, req)
 	}()
 	select {
 	case <-answered:
@@ -77,6 +78,9 @@ func TestGrabClientGone(t *testing.T) {
 		t.Fatal("the grab was not answered")
 	}
 
+	if rec.Code != 499 {
+		t.Errorf("a hang-up recorded as %d, want 499 (not a 5xx the server-error alert counts)", rec.Code)
+	}
 	if got := grabCount("canceled") - canceled; got != 1 {
 		t.Errorf("redpacket_grabs_total{result=canceled} rose by %v, want 1", got)
 	}

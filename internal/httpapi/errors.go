@@ -100,10 +100,12 @@ type errorBody struct {
 // down): summarised at most once per unavailableLogEvery.
 func (rt *router) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := toAPIError(err)
+	status := ae.status
 	switch {
 	case ae.status >= 500 && r.Context().Err() != nil:
 		rt.log.Debug("client went away before the answer", zap.String("method", r.Method),
 			zap.String("path", r.URL.Path), zap.NamedError("cause", err))
+		status = statusClientClosed
 	case ae.status == http.StatusServiceUnavailable:
 		fields := []zap.Field{zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.String("code", ae.code), zap.Error(err)}
@@ -121,5 +123,11 @@ func (rt *router) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = ae.code, ae.message
-	writeJSON(w, ae.status, body)
+	writeJSON(w, status, body)
 }
+
+// statusClientClosed is what a request whose client went away is recorded
+// as (nginx's "client closed request"; nobody reads the answer): in the
+// access log and the request metrics a hang-up is then a 4xx, not one of
+// the 5xx the server-error alert counts.
+const statusClientClosed = 499
