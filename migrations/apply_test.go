@@ -1,7 +1,12 @@
 package migrations_test
 
 import (
+	"context"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"redpacket/internal/testenv"
 	"redpacket/migrations"
@@ -12,7 +17,7 @@ import (
 func TestApplyReportsWhatItApplied(t *testing.T) {
 	t.Parallel()
 	url := testenv.EmptyPostgresURL(t)
-	applied, err := migrations.Apply(url)
+	applied, err := migrations.Apply(t.Context(), url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +32,57 @@ func TestApplyReportsWhatItApplied(t *testing.T) {
 	if applied[0].String() != "000001_core" {
 		t.Errorf("first applied %q, want 000001_core", applied[0])
 	}
-	again, err := migrations.Apply(url)
+	again, err := migrations.Apply(t.Context(), url, nil)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second Apply = %v, %v; want nothing applied", again, err)
+	}
+}
+
+// Two processes migrating one database at once: one applies every
+// migration, the other waits for it, then finds nothing to apply and says
+// so (it does not fail, nor claim the other's work).
+func TestApplyFromTwoProcessesAtOnce(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyPostgresURL(t)
+	var wg sync.WaitGroup
+	applied := make([][]migrations.Migration, 2)
+	errs := make([]error, 2)
+	for i := range applied {
+		wg.Go(func() { applied[i], errs[i] = migrations.Apply(t.Context(), url, nil) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("Apply errors: %v, %v", errs[0], errs[1])
+	}
+	if n0, n1 := len(applied[0]), len(applied[1]); min(n0, n1) != 0 || max(n0, n1) != migrations.Version {
+		t.Errorf("the two applied %d and %d migrations; want %d and none", n0, n1, migrations.Version)
+	}
+}
+
+// While another process holds the migration lock, Apply waits, says so,
+// and gives up when its context ends (a stop signal), applying nothing.
+func TestApplyWaitsForTheLockUntilStopped(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyPostgresURL(t)
+	holder, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	if _, err := holder.Exec(t.Context(), "SELECT pg_advisory_lock($1)", migrations.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	waited := false
+	start := time.Now()
+	applied, err := migrations.Apply(ctx, url, func() { waited = true })
+	if err == nil || len(applied) != 0 || !waited || time.Since(start) > 5*time.Second {
+		t.Fatalf("Apply under another's lock = %v, %v after %v (waiting said: %v); want an error by its deadline, nothing applied",
+			applied, err, time.Since(start), waited)
+	}
+	var tables int
+	if err := holder.QueryRow(t.Context(), "SELECT count(*) FROM pg_tables WHERE tablename = 'envelopes'").Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("envelopes tables after a stopped Apply: %d, %v; want none", tables, err)
 	}
 }

@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,7 +13,9 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 
+	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/db/dburl"
 )
 
@@ -24,17 +27,76 @@ type Migration struct {
 
 func (m Migration) String() string { return fmt.Sprintf("%06d_%s", m.Version, m.Name) }
 
+// LockKey is the session advisory lock a process holds while it applies
+// migrations (Apply), so that others wait for it, and the grabber can tell
+// a migration under way from one that failed half-way (a dirty version).
+const LockKey int64 = 0x72656470_6d696772 // "redpmigr"
+
 // Up applies every pending migration to the database at databaseURL
 // (postgres:// or postgresql://). It is idempotent and safe to run from
-// several processes at once: golang-migrate holds an advisory lock meanwhile.
+// several processes at once: each waits for the others under LockKey.
 func Up(databaseURL string) error {
-	_, err := Apply(databaseURL)
+	_, err := Apply(context.Background(), databaseURL, nil)
 	return err
 }
 
 // Apply is Up, and returns the migrations it applied, in order: none when
 // the schema was already current (or another process applied them first).
-func Apply(databaseURL string) ([]Migration, error) {
+// It waits for another process's migrations as long as ctx lasts (calling
+// waiting, when not nil, as it begins to), and once ctx ends applies no
+// further migration after the one under way.
+func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration, error) {
+	conn, err := pgx.Connect(ctx, dburl.Session(databaseURL))
+	if err != nil {
+		return nil, fmt.Errorf("connect for the migration lock: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) // ends the session, and so the lock
+	q := dbsqlc.New(conn)
+	locked, err := q.TryLockMigrations(ctx, LockKey)
+	if err == nil && !locked {
+		if waiting != nil {
+			waiting()
+		}
+		err = q.LockMigrations(ctx, LockKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wait for another process's migrations: %w", err)
+	}
+	m, err := open(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	// Read under the lock: what another process applied before is not
+	// reported as this one's.
+	before, err := version(m)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			m.GracefulStop <- true
+		case <-done:
+		}
+	}()
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	after, err := version(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil && after < Version {
+		return nil, fmt.Errorf("stopped at version %d of %d: %w", after, Version, context.Cause(ctx))
+	}
+	return between(before, after)
+}
+
+// open connects golang-migrate to the database, with the embedded files.
+func open(databaseURL string) (*migrate.Migrate, error) {
 	src, err := iofs.New(FS, ".")
 	if err != nil {
 		return nil, fmt.Errorf("open embedded migrations: %w", err)
@@ -48,24 +110,10 @@ func Apply(databaseURL string) ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect for migrations: %w", err)
 	}
-	defer m.Close()
-	before, err := version(m)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return nil, fmt.Errorf("apply migrations: %w", err)
-	}
-	after, err := version(m)
-	if err != nil {
-		return nil, err
-	}
-	return between(before, after)
+	return m, nil
 }
 
-// version is the schema's version, 0 before any migration. Read before Up,
-// it may be passed by another process applying migrations at the same time;
-// what this one reports applied is then what it saw change.
+// version is the schema's version, 0 before any migration.
 func version(m *migrate.Migrate) (int, error) {
 	v, _, err := m.Version()
 	switch {

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/daemon"
 	"redpacket/internal/telemetry"
 	"redpacket/migrations"
 )
@@ -95,7 +99,9 @@ func runMigrate(args []string) error {
 		return errUsage
 	}
 	defer log.Sync() //nolint:errcheck
-	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer daemon.StopSignals(stop)
+	if err := applyMigrations(ctx, cfg.DatabaseURL, log); err != nil {
 		telemetry.LogFailure("flusher", log, "migrations failed", err)
 		return exitCode(1)
 	}
@@ -103,9 +109,12 @@ func runMigrate(args []string) error {
 }
 
 // applyMigrations applies the pending migrations and says which, by
-// version and name, or that there were none.
-func applyMigrations(databaseURL string, log *zap.Logger) error {
-	applied, err := migrations.Apply(databaseURL)
+// version and name, or that there were none; it waits for another process
+// applying them until ctx ends, and says so.
+func applyMigrations(ctx context.Context, databaseURL string, log *zap.Logger) error {
+	applied, err := migrations.Apply(ctx, databaseURL, func() {
+		log.Info("another process is applying migrations; waiting for it")
+	})
 	if err != nil {
 		return err
 	}

@@ -210,7 +210,7 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	var cleanups daemon.Cleanups
 	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
-	if err := applyMigrations(cfg.DatabaseURL, log); err != nil {
+	if err := applyMigrations(ctx, cfg.DatabaseURL, log); err != nil {
 		return daemon.StartErr(ctx, err)
 	}
 	clients, err := daemon.Open(ctx, cfg, log)

@@ -1,8 +1,10 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"redpacket/internal/pgstore"
@@ -52,6 +54,34 @@ func TestCheckSchema(t *testing.T) {
 				t.Errorf("CheckSchema = %v, want ErrSchemaTooOld", err)
 			}
 		})
+	}
+}
+
+// A dirty version while a process holds the migration lock is a migration
+// under way, and the answer says so; the same version without the lock is
+// one that failed half-way.
+func TestCheckSchemaTellsAMigrationUnderWay(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	if _, err := pool.Exec(t.Context(), `UPDATE schema_migrations SET dirty = true`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgstore.CheckSchema(t.Context(), pool); !errors.Is(err, pgstore.ErrSchemaTooOld) ||
+		!strings.Contains(err.Error(), "failed half-way") {
+		t.Fatalf("CheckSchema, dirty with nobody migrating = %v; want a migration that failed", err)
+	}
+	holder, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if _, err := holder.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, migrations.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, migrations.LockKey) //nolint:errcheck
+	if err := pgstore.CheckSchema(t.Context(), pool); !errors.Is(err, pgstore.ErrSchemaTooOld) ||
+		!strings.Contains(err.Error(), "a migration is under way") {
+		t.Fatalf("CheckSchema, dirty while another process migrates = %v; want a migration under way", err)
 	}
 }
 

@@ -9,6 +9,17 @@ import (
 	"context"
 )
 
+const LockMigrations = `-- name: LockMigrations :exec
+SELECT pg_advisory_lock($1::bigint)
+`
+
+// LockMigrations waits for the migration lock, a session advisory lock a
+// process holds while it applies migrations; it ends with the session.
+func (q *Queries) LockMigrations(ctx context.Context, lockKey int64) error {
+	_, err := q.db.Exec(ctx, LockMigrations, lockKey)
+	return err
+}
+
 const RecordWebhooks = `-- name: RecordWebhooks :exec
 INSERT INTO service_settings (name, value) VALUES ('webhooks', $1::bigint)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value
@@ -44,6 +55,27 @@ func (q *Queries) SchemaVersion(ctx context.Context) (SchemaMigration, error) {
 	var i SchemaMigration
 	err := row.Scan(&i.Version, &i.Dirty)
 	return i, err
+}
+
+const TryLockMigrations = `-- name: TryLockMigrations :one
+SELECT pg_try_advisory_lock($1::bigint)
+`
+
+// TryLockMigrations takes the migration lock if nobody holds it.
+func (q *Queries) TryLockMigrations(ctx context.Context, lockKey int64) (bool, error) {
+	row := q.db.QueryRow(ctx, TryLockMigrations, lockKey)
+	var pg_try_advisory_lock bool
+	err := row.Scan(&pg_try_advisory_lock)
+	return pg_try_advisory_lock, err
+}
+
+const UnlockMigrations = `-- name: UnlockMigrations :exec
+SELECT pg_advisory_unlock($1::bigint)
+`
+
+func (q *Queries) UnlockMigrations(ctx context.Context, lockKey int64) error {
+	_, err := q.db.Exec(ctx, UnlockMigrations, lockKey)
+	return err
 }
 
 const WebhooksRecorded = `-- name: WebhooksRecorded :one

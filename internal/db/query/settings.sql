@@ -17,3 +17,15 @@ WHERE service_settings.value IS DISTINCT FROM excluded.value;
 -- WebhooksRecorded is whether the flushers last recorded that they send
 -- webhooks (false when none recorded anything).
 SELECT coalesce(max(value), 0) = 1 AS webhooks FROM service_settings WHERE name = 'webhooks';
+
+-- name: LockMigrations :exec
+-- LockMigrations waits for the migration lock, a session advisory lock a
+-- process holds while it applies migrations; it ends with the session.
+SELECT pg_advisory_lock(sqlc.arg(lock_key)::bigint);
+
+-- name: TryLockMigrations :one
+-- TryLockMigrations takes the migration lock if nobody holds it.
+SELECT pg_try_advisory_lock(sqlc.arg(lock_key)::bigint);
+
+-- name: UnlockMigrations :exec
+SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint);
