@@ -58,7 +58,8 @@ type OrderNumbers struct {
 	loc   *time.Location
 	log   *zap.Logger
 
-	day atomic.Pointer[orderDay] // the last day Date was asked about
+	day      atomic.Pointer[orderDay] // the last day Date was asked about
+	aheadFor atomic.Pointer[string]   // the latest day whose ranges were reserved ahead
 
 	ctx     context.Context // of background raises; cancelled by Close
 	cancel  context.CancelFunc
@@ -75,8 +76,8 @@ type OrderNumbers struct {
 type orderDay struct {
 	start, end time.Time
 	date       string
-	ahead      time.Time   // from here on the next day's ranges are reserved
-	aheadOnce  atomic.Bool // whether that has begun
+	ahead      time.Time // from here on the next day's ranges are reserved
+	next       string    // the next day's date
 }
 
 // aheadOfMidnight is how long before a day ends the next day's ranges are
@@ -137,25 +138,28 @@ func (o *OrderNumbers) Date(t time.Time) string {
 		lt := t.In(o.loc)
 		y, m, dd := lt.Date()
 		d = &orderDay{start: DayStart(y, m, dd, o.loc), end: DayStart(y, m, dd+1, o.loc), date: lt.Format("20060102")}
-		d.ahead = d.end.Add(-aheadOfMidnight)
+		d.ahead, d.next = d.end.Add(-aheadOfMidnight), d.end.In(o.loc).Format("20060102")
 		o.day.Store(d)
 	}
-	if !t.Before(d.ahead) && !d.aheadOnce.Load() && d.aheadOnce.CompareAndSwap(false, true) {
-		o.raiseNextDay(d)
+	if !t.Before(d.ahead) {
+		// Once per next day: grabs around midnight come a little out of
+		// order, and the day they flip back to must not start it again.
+		if p := o.aheadFor.Load(); (p == nil || *p < d.next) && o.aheadFor.CompareAndSwap(p, &d.next) {
+			o.raiseNextDay(d.next)
+		}
 	}
 	return d.date
 }
 
 // raiseNextDay reserves, in the background, a range of every shard for the
-// day after d (see aheadOfMidnight).
-func (o *OrderNumbers) raiseNextDay(d *orderDay) {
+// day next (see aheadOfMidnight).
+func (o *OrderNumbers) raiseNextDay(next string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return
 	}
 	o.wg.Add(1)
-	next := d.end.In(o.loc).Format("20060102")
 	go func() {
 		defer o.wg.Done()
 		left := make([]int, o.store.Keys().Shards())

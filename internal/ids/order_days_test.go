@@ -75,3 +75,25 @@ func TestOrderNumbersFailedRaisesLoggedInSummary(t *testing.T) {
 		t.Errorf("first line's count = %v, want 1 (the failures since the last line)", n)
 	}
 }
+
+// Grabs around midnight reach Date a little out of order: the days flip
+// back and forth, and the next day's ranges are still reserved once.
+func TestOrderNumbersNextDayReservedOnce(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	close(res.release)
+	rdb, prefix := testenv.Redis(t)
+	o := newOrders(t, redisstore.New(rdb, prefix, 4), res, OrderConfig{Step: 1000})
+	before, after := lastInstant(2026, 5, 1, time.UTC), time.Date(2026, 5, 2, 0, 0, 0, 1e6, time.UTC)
+	for range 10 {
+		o.Date(before)
+		o.Date(after)
+		time.Sleep(50 * time.Millisecond) // a raise under way is joined, not repeated: let it end
+	}
+	waitFor(t, func() bool { return res.calls.Load() >= 4 })
+	// A new hash is fenced on its first raise: two reservations a shard.
+	if n := res.calls.Load(); n > 8 {
+		t.Errorf("%d reservations for the next day's 4 shards, want one raise each", n)
+	}
+}
