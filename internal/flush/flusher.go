@@ -97,6 +97,12 @@ type Flusher struct {
 	// which its envelopes were last checked against PostgreSQL
 	// (checkNewData). Only Run's goroutine uses it.
 	dataChecked map[int]string
+	// settleBatch bounds a settlement round (defaultSettleBatch; tests
+	// lower it); settleMore is set by a round that filled it, so that the
+	// next round follows the next pass at once rather than SettleEvery
+	// later. Only Run's goroutine uses them.
+	settleBatch int
+	settleMore  bool
 
 	// Test hooks, called between the steps of a batch; an error stops the
 	// batch there as a crash would.
@@ -110,7 +116,8 @@ func New(rs *redisstore.Store, pg *pgstore.Store, cfg Config, log *zap.Logger) *
 	if log == nil {
 		log = zap.NewNop()
 	}
-	f := &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now, dataChecked: map[int]string{}}
+	f := &Flusher{redis: rs, pg: pg, cfg: cfg.withDefaults(), log: log, now: time.Now, dataChecked: map[int]string{},
+		settleBatch: defaultSettleBatch}
 	if f.cfg.Leases == nil {
 		for shard := range rs.Keys().Shards() {
 			f.shards = append(f.shards, shard)
@@ -187,6 +194,11 @@ func (f *Flusher) Run(ctx context.Context) error {
 			repair := !now.Before(nextRepair)
 			err = errors.Join(err, f.Upkeep(ctx, repair))
 			nextUpkeep = now.Add(f.cfg.SettleEvery)
+			if f.settleMore {
+				// More are due than a round takes: settle on after the
+				// next pass, which keeps the claims flowing meanwhile.
+				nextUpkeep, busy = now, true
+			}
 			if repair {
 				nextRepair = now.Add(f.cfg.RepairEvery)
 			}
@@ -212,6 +224,7 @@ func (f *Flusher) Run(ctx context.Context) error {
 // and, when repair is set, finishes envelopes left loading. Both need the
 // epochs: a shard whose epoch cannot be checked is left for a later round.
 func (f *Flusher) Upkeep(ctx context.Context, repair bool) error {
+	f.settleMore = false
 	// The waiting claims are counted first, whatever else fails: they pile
 	// up most when PostgreSQL is down, and the stall alert reads them.
 	pendingErr := f.gaugePending(ctx)

@@ -12,9 +12,11 @@ import (
 	"redpacket/internal/redisstore"
 )
 
-// settleBatch bounds how many envelopes one settlement round handles; the
-// rest wait for the next round, a second later by default.
-const settleBatch = 200
+// defaultSettleBatch bounds how many envelopes one settlement round
+// handles: a round holds up the claim writes of the flusher's one loop
+// while it runs. When more are due, Run starts the next round right after
+// the next pass of claims (settleMore) instead of SETTLE_EVERY later.
+const defaultSettleBatch = 200
 
 // Settle settles the envelopes that are due: sold out, or past expiry.
 func (f *Flusher) Settle(ctx context.Context) error {
@@ -26,10 +28,11 @@ func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
 	if len(shards) == 0 {
 		return nil
 	}
-	due, err := f.pg.DueForSettlementIn(ctx, shards, f.now(), settleBatch)
+	due, err := f.pg.DueForSettlementIn(ctx, shards, f.now(), f.settleBatch)
 	if err != nil {
 		return err
 	}
+	f.settleMore = len(due) == f.settleBatch
 	var errs []error
 	for _, e := range due {
 		if ctx.Err() != nil {

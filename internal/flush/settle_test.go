@@ -309,3 +309,37 @@ func TestPendingCountedWhilePostgresIsDown(t *testing.T) {
 		t.Errorf("pending claims of shard %d = %v, want 4", shard, got)
 	}
 }
+
+// More envelopes due than a settlement round takes are settled one round
+// after another, between passes of claims, not a round every SETTLE_EVERY.
+func TestSettleBacklogInRoundsBackToBack(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	var ids []int64
+	for range 7 {
+		e, _ := expiring(t, s, 1, 0)
+		ids = append(ids, e.ID)
+	}
+	s.Clock.Advance(61 * time.Second)
+	f := newFlusher(t, s, Config{KeyTTL: time.Hour, SettleEvery: time.Hour, IdleWait: 10 * time.Millisecond})
+	f.now = s.Clock.Now
+	f.settleBatch = 3
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range ids {
+		for readLedger(t, s, id).status != "settled" {
+			if time.Now().After(deadline) {
+				t.Fatalf("envelope %d not settled 10 s into a run whose rounds come an hour apart, 3 at a time", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
