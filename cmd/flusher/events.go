@@ -17,7 +17,8 @@ import (
 // startEvents starts the flusher's share of the events in g, until ctx
 // ends: the retention, and, when WEBHOOK_URL is set, the webhook sender
 // with a listener that wakes it as events commit (the sender finishes the
-// requests in flight, each bounded by WEBHOOK_TIMEOUT). The sender's pool is
+// requests in flight, each bounded by WEBHOOK_TIMEOUT and by half of
+// SHUTDOWN_TIMEOUT from the stop). The sender's pool is
 // closed by cleanups.
 func startEvents(ctx context.Context, g *errgroup.Group, cleanups *daemon.Cleanups, cfg config.Config, ev config.Events,
 	pg *pgstore.Store, log *zap.Logger) error {
@@ -45,7 +46,7 @@ func startEvents(ctx context.Context, g *errgroup.Group, cleanups *daemon.Cleanu
 	listener := events.NewListener(cfg.DatabaseURL, log)
 	webhook := events.NewWebhook(pgstore.New(pool), listener, events.WebhookConfig{
 		URL: ev.WebhookURL, Keys: ev.WebhookKeys, Timeout: ev.WebhookTimeout,
-		MaxBackoff: ev.WebhookMaxBackoff, Workers: ev.WebhookWorkers,
+		MaxBackoff: ev.WebhookMaxBackoff, Workers: ev.WebhookWorkers, StopGrace: cfg.ShutdownTimeout / 2,
 	}, log)
 	g.Go(func() error { return listener.Run(ctx) })
 	g.Go(func() error { return webhook.Run(ctx) })

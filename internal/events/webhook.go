@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"redpacket/internal/config"
+	"redpacket/internal/graceful"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redact"
 )
@@ -41,6 +42,10 @@ type WebhookConfig struct {
 	// PerTurn is how many events of one envelope a worker sends before it
 	// lets other envelopes have the worker (default 100).
 	PerTurn int
+	// StopGrace is how long a request in flight when the sender is told to
+	// stop may go on, within Timeout (0: Timeout): answered, it is recorded
+	// as delivered, and not sent again after a restart.
+	StopGrace time.Duration
 }
 
 func (c WebhookConfig) withDefaults() WebhookConfig {
@@ -228,7 +233,10 @@ func (w *Webhook) turn(ctx context.Context, head pgstore.Event) turnDone {
 	out := turnDone{envelope: head.EnvelopeID}
 	id := head.ID
 	for range w.cfg.PerTurn {
-		d, sendErr, err := w.store.Deliver(ctx, id, w.send, w.retryIn)
+		if ctx.Err() != nil {
+			return out
+		}
+		d, sendErr, err := w.deliver(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("webhook: delivery not recorded; will retry", zap.Int64("event_id", id), zap.Error(err))
@@ -251,6 +259,19 @@ func (w *Webhook) turn(ctx context.Context, head pgstore.Event) turnDone {
 		}
 	}
 	return out
+}
+
+// recordTimeout bounds recording a delivery's outcome, after its request.
+const recordTimeout = 5 * time.Second
+
+// deliver sends event id and records the outcome (DeliveryStore.Deliver)
+// on a context that outlives a stop for StopGrace: a request in flight
+// when the flusher is told to stop is answered and recorded, not cut off
+// and sent again after the restart.
+func (w *Webhook) deliver(ctx context.Context, id int64) (pgstore.Delivery, error, error) {
+	ctx, cancel := graceful.Detached(ctx, w.cfg.Timeout+recordTimeout, w.cfg.StopGrace)
+	defer cancel()
+	return w.store.Deliver(ctx, id, w.send, w.retryIn)
 }
 
 // retryIn is the pause after an envelope's failures-th failed attempt in a

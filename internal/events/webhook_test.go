@@ -429,3 +429,40 @@ func TestWebhookTwoSenders(t *testing.T) {
 		t.Errorf("events of %d envelopes accepted, want %d", n, envelopes)
 	}
 }
+
+// A request in flight when the sender is told to stop is answered and
+// recorded (within StopGrace), not cut off and sent again after the
+// restart: a secret's rotation restarts every flusher twice.
+func TestWebhookStopFinishesTheRequestInFlight(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.openEnvelope(t, 1, 3)
+	d.claimPackets(t, 1, 0, 1)
+	first := d.eventIDsByEnvelope(t)[1][0]
+	started := make(chan struct{}, 1)
+	rc, url := newReceiver(t, func(m events.Message, _ int) int {
+		if m.ID == first {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return http.StatusOK
+	})
+	cfg := fastRetries(url)
+	cfg.Timeout, cfg.StopGrace, cfg.Workers = 5*time.Second, 3*time.Second, 1
+	stop := runWebhook(t, d, nil, cfg)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first event was not sent")
+	}
+	stop() // while the receiver takes its time
+	if n := d.count(t, `SELECT count(*) FROM event_messages WHERE id = $1 AND delivered_at IS NOT NULL`, first); n != 1 {
+		t.Errorf("the event answered while the sender stopped is not recorded delivered: it would be sent again")
+	}
+	if got := rc.tries(first); got != 1 {
+		t.Errorf("the event was sent %d times, want 1", got)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"redpacket/internal/graceful"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/telemetry"
@@ -142,29 +143,13 @@ func (f *Flusher) renewLeases(ctx context.Context) error {
 // (within StopGrace).
 const batchTimeout = 30 * time.Second
 
-// batchContext is a batch's context: detached from parent, so that a batch
-// in hand when the flusher is told to stop is finished, but ended
-// batchTimeout after it starts or grace after parent ends, whichever comes
-// first. A batch ended early is rolled back, or committed in part, and the
-// next flusher writes it whole again: writing it twice changes nothing.
+// batchContext is a batch's context (graceful.Detached): a batch in hand
+// when the flusher is told to stop is finished, but ended batchTimeout
+// after it starts or grace after the stop, whichever comes first. A batch
+// ended early is rolled back, or committed in part, and the next flusher
+// writes it whole again: writing it twice changes nothing.
 func batchContext(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), batchTimeout)
-	if grace <= 0 || grace >= batchTimeout {
-		return ctx, cancel
-	}
-	// Once parent ends, wait out the grace or the batch, whichever ends
-	// first: the wait never outlives the batch.
-	stop := context.AfterFunc(parent, func() {
-		select {
-		case <-ctx.Done():
-		case <-time.After(grace):
-			cancel()
-		}
-	})
-	return ctx, func() {
-		stop()
-		cancel()
-	}
+	return graceful.Detached(parent, batchTimeout, grace)
 }
 
 // Run drains until ctx is cancelled, then returns nil. In-flight claims an
