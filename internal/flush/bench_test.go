@@ -124,3 +124,44 @@ func queueClaims(b *testing.B, s *stack.Stack, n int) int {
 	wg.Wait()
 	return n
 }
+
+// BenchmarkSettle measures settlement: 400 envelopes of 10 packets, 5 of
+// them grabbed and drained, all past expiry, settled by upkeep rounds back
+// to back (as Run goes on when a round was full), in envelopes/s.
+func BenchmarkSettle(b *testing.B) {
+	s := stack.New(b)
+	f := New(s.Redis, s.PG, Config{KeyTTL: time.Hour}, zap.NewNop())
+	f.now = s.Clock.Now
+	ctx := context.Background()
+	const perOp = 400
+	var settled int
+	var took time.Duration
+	for range b.N {
+		secs := int64(60)
+		for range perOp {
+			e, err := s.Svc.Create(ctx, envelope.CreateRequest{SenderID: "s", TotalCents: 1000, Count: 10, ExpiresInSeconds: &secs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for u := range 5 {
+				if _, err := s.Svc.Grab(ctx, e.ID, "u"+strconv.Itoa(u)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := f.Drain(ctx); err != nil {
+			b.Fatal(err)
+		}
+		s.Clock.Advance(61 * time.Second)
+		start := time.Now()
+		for more := true; more; more = f.settleMore {
+			if err := f.Upkeep(ctx, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		took += time.Since(start)
+		settled += perOp
+	}
+	b.ReportMetric(float64(settled)/took.Seconds(), "envelopes/s")
+	b.ReportMetric(0, "ns/op")
+}
