@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"redpacket/internal/pgstore"
 	"redpacket/internal/redisstore"
 	"redpacket/internal/testenv"
 )
@@ -18,9 +17,7 @@ import (
 // first grabs (here the night before New York's 23-hour day).
 func TestOrderNumbersNextDayReservedAhead(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
-	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
-	close(res.release)
+	res := countingReserver(t)
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	ny, err := time.LoadLocation("America/New_York")
@@ -51,9 +48,7 @@ func TestOrderNumbersNextDayReservedAhead(t *testing.T) {
 // raise; their failures are logged at most once every 10 s, with a count.
 func TestOrderNumbersFailedRaisesLoggedInSummary(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
-	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
-	close(res.release)
+	res := countingReserver(t)
 	res.fail.Store(true)
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
@@ -80,9 +75,7 @@ func TestOrderNumbersFailedRaisesLoggedInSummary(t *testing.T) {
 // back and forth, and the next day's ranges are still reserved once.
 func TestOrderNumbersNextDayReservedOnce(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
-	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
-	close(res.release)
+	res := countingReserver(t)
 	rdb, prefix := testenv.Redis(t)
 	o := newOrders(t, redisstore.New(rdb, prefix, 4), res, OrderConfig{Step: 1000})
 	before, after := lastInstant(2026, 5, 1, time.UTC), time.Date(2026, 5, 2, 0, 0, 0, 1e6, time.UTC)

@@ -192,6 +192,15 @@ type blockingReserver struct {
 	fail    atomic.Bool
 }
 
+// countingReserver is a blockingReserver on the test's database that holds
+// nothing back.
+func countingReserver(t *testing.T) *blockingReserver {
+	pool, _ := testenv.Postgres(t)
+	b := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
+	close(b.release)
+	return b
+}
+
 func (b *blockingReserver) ReserveOrderNos(ctx context.Context, date string, shard int, step int64) (int64, int64, error) {
 	b.calls.Add(1)
 	select {
@@ -281,9 +290,7 @@ func TestOrderNumbersRaisedAhead(t *testing.T) {
 // holder is answered all the same, and grabs go on once it is back.
 func TestOrderNumbersPostgresDown(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
-	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
-	close(res.release)
+	res := countingReserver(t)
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	newOrders(t, s, res, OrderConfig{Step: 3})
@@ -319,9 +326,7 @@ func TestOrderNumbersPostgresDown(t *testing.T) {
 // holders are answered.
 func TestOrderNumbersNarrowWidth(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.Postgres(t)
-	res := &blockingReserver{Reserver: pgstore.New(pool), release: make(chan struct{})}
-	close(res.release)
+	res := countingReserver(t)
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	o := newOrders(t, s, res, OrderConfig{Width: 2})
