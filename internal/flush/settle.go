@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -56,7 +57,7 @@ func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
 // suspended instead: refunding then could refund a packet someone was told
 // they got.
 func (f *Flusher) settle(ctx context.Context, e pgstore.Envelope) error {
-	closed, err := f.redis.Close(ctx, e.ID, e.Count, f.cfg.KeyTTL)
+	closed, err := f.redis.Close(ctx, e.ID, e.Count, max(f.cfg.KeyTTL, settlingKeyTTL))
 	if err != nil {
 		return err
 	}
@@ -131,8 +132,23 @@ func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
 	f.log.Info("envelope settled", zap.Int64("envelope_id", e.ID), zap.Int64("claimed_cents", st.ClaimedCents),
 		zap.Int64("refunded_cents", st.RefundedCents), zap.Int("packets_refunded", st.Refunded))
 	f.warnBestCorrected(e.ID, st)
+	if f.cfg.KeyTTL < settlingKeyTTL {
+		// Settled: the keys may go SETTLED_KEY_TTL from now (closing a
+		// closed envelope only renews their lifetime).
+		if _, err := f.redis.Close(ctx, e.ID, e.Count, f.cfg.KeyTTL); err != nil {
+			f.log.Warn("settled envelope's redis keys keep their lifetime while settling", zap.Int64("envelope_id", e.ID),
+				zap.Duration("lifetime", settlingKeyTTL), zap.Error(err))
+		}
+	}
 	return nil
 }
+
+// settlingKeyTTL is the least lifetime the close gives an envelope's Redis
+// keys while it is being settled: settling reads them again each round
+// until its claims are all in PostgreSQL, and keys gone meanwhile would
+// suspend it as a Redis loss. Once settled they get SETTLED_KEY_TTL, which
+// may be shorter.
+const settlingKeyTTL = 24 * time.Hour
 
 // warnBestCorrected tells that a settlement found the envelope row's
 // luckiest grab behind its packets' and wrote theirs: a flusher from before

@@ -343,3 +343,31 @@ func TestSettleBacklogInRoundsBackToBack(t *testing.T) {
 		}
 	}
 }
+
+// A SETTLED_KEY_TTL shorter than a settlement takes (its claims still on
+// their way to PostgreSQL) does not let the keys go before it is settled,
+// which would read as a Redis loss and suspend it; once settled, the keys
+// get that lifetime.
+func TestShortKeyTTLOutlivesTheSettlement(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	e, claims := expiring(t, s, 10, 4) // the grabs wait in the queue
+	f := newFlusher(t, s, Config{KeyTTL: 200 * time.Millisecond})
+	f.now = s.Clock.Now
+	s.Clock.Advance(61 * time.Second)
+	if err := f.Upkeep(ctx, false); err != nil { // closed; the claims are not in PostgreSQL yet
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // longer than SETTLED_KEY_TTL
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	wantSettled(t, s, e.ID, claims)
+	if ttl := s.RDB.PTTL(ctx, s.Redis.Keys().Meta(e.ID)).Val(); ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Errorf("settled envelope's meta lives %v more, want at most SETTLED_KEY_TTL (200ms)", ttl)
+	}
+}
