@@ -135,9 +135,15 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, name string) (int64, error) 
 }
 
 const TouchAPIKeys = `-- name: TouchAPIKeys :exec
+WITH locked AS MATERIALIZED (
+    SELECT k.key_hash FROM api_keys AS k
+    WHERE k.key_hash = ANY ($1::bytea[])
+    ORDER BY k.key_hash
+    FOR UPDATE
+)
 UPDATE api_keys AS k SET last_used_at = greatest(k.last_used_at, u.used_at)
 FROM (SELECT unnest($1::bytea[]) AS key_hash, unnest($2::timestamptz[]) AS used_at) AS u
-WHERE k.key_hash = u.key_hash
+WHERE k.key_hash = u.key_hash AND (SELECT count(*) FROM locked) >= 0
 `
 
 type TouchAPIKeysParams struct {
@@ -149,7 +155,10 @@ type TouchAPIKeysParams struct {
 // keys it accepted since its last call, about a minute ago, each with the
 // time of a use): the time of the use, not of the write, which may come
 // long after (after a PostgreSQL outage, after the key was revoked). A
-// later use another grabber wrote already stays.
+// later use another grabber wrote already stays. The rows are locked in
+// key_hash order before any is updated (the count is a one-time filter,
+// run before the update's first row): grabbers writing overlapping keys at
+// once, each in the order its plan met them, could otherwise deadlock.
 func (q *Queries) TouchAPIKeys(ctx context.Context, arg TouchAPIKeysParams) error {
 	_, err := q.db.Exec(ctx, TouchAPIKeys, arg.KeyHashes, arg.UsedAts)
 	return err

@@ -28,7 +28,16 @@ SELECT key_hash, name, client, scopes FROM api_keys WHERE revoked_at IS NULL;
 -- keys it accepted since its last call, about a minute ago, each with the
 -- time of a use): the time of the use, not of the write, which may come
 -- long after (after a PostgreSQL outage, after the key was revoked). A
--- later use another grabber wrote already stays.
+-- later use another grabber wrote already stays. The rows are locked in
+-- key_hash order before any is updated (the count is a one-time filter,
+-- run before the update's first row): grabbers writing overlapping keys at
+-- once, each in the order its plan met them, could otherwise deadlock.
+WITH locked AS MATERIALIZED (
+    SELECT k.key_hash FROM api_keys AS k
+    WHERE k.key_hash = ANY (@key_hashes::bytea[])
+    ORDER BY k.key_hash
+    FOR UPDATE
+)
 UPDATE api_keys AS k SET last_used_at = greatest(k.last_used_at, u.used_at)
 FROM (SELECT unnest(@key_hashes::bytea[]) AS key_hash, unnest(@used_ats::timestamptz[]) AS used_at) AS u
-WHERE k.key_hash = u.key_hash;
+WHERE k.key_hash = u.key_hash AND (SELECT count(*) FROM locked) >= 0;
