@@ -86,3 +86,38 @@ func TestApplyWaitsForTheLockUntilStopped(t *testing.T) {
 		t.Errorf("envelopes tables after a stopped Apply: %d, %v; want none", tables, err)
 	}
 }
+
+// A stop (the context ending) while migrations run ends them after the one
+// under way: the schema is left clean at that version, and Apply returns
+// the migrations it applied with the error.
+func TestApplyStopsBetweenMigrations(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyPostgresURL(t)
+	watcher, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = watcher.Close(context.Background()) })
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go func() {
+		defer stop()
+		for ctx.Err() == nil {
+			var v int
+			if watcher.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v) == nil && v >= 3 {
+				return // stop once the third migration is in
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	applied, err := migrations.Apply(ctx, url, nil)
+	var version int
+	var dirty bool
+	if err := watcher.QueryRow(t.Context(), "SELECT version, dirty FROM schema_migrations").Scan(&version, &dirty); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil || dirty || version >= migrations.Version || len(applied) != version {
+		t.Fatalf("Apply stopped = %d applied, %v; schema at %d (dirty %v); want an error, a clean schema below %d, and its migrations reported",
+			len(applied), err, version, dirty, migrations.Version)
+	}
+}

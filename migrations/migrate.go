@@ -41,7 +41,8 @@ func Up(databaseURL string) error {
 }
 
 // Apply is Up, and returns the migrations it applied, in order: none when
-// the schema was already current (or another process applied them first).
+// the schema was already current (or another process applied them first);
+// with an error, those it applied before it.
 // It waits for another process's migrations as long as ctx lasts (calling
 // waiting, when not nil, as it begins to), and once ctx ends applies no
 // further migration after the one under way.
@@ -73,24 +74,22 @@ func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration
 	if err != nil {
 		return nil, err
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			m.GracefulStop <- true
-		case <-done:
+	// One migration at a time, the context checked between them: a stop
+	// ends the migrations after the one under way.
+	after := before
+	for after < Version {
+		if err := ctx.Err(); err != nil {
+			applied, _ := between(before, after)
+			return applied, fmt.Errorf("stopped at version %d of %d: %w", after, Version, context.Cause(ctx))
 		}
-	}()
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return nil, fmt.Errorf("apply migrations: %w", err)
-	}
-	after, err := version(m)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil && after < Version {
-		return nil, fmt.Errorf("stopped at version %d of %d: %w", after, Version, context.Cause(ctx))
+		stepErr := m.Steps(1)
+		if after, err = version(m); err == nil {
+			err = stepErr
+		}
+		if err != nil {
+			applied, _ := between(before, after)
+			return applied, fmt.Errorf("apply migrations: %w", err)
+		}
 	}
 	return between(before, after)
 }

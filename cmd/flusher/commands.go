@@ -116,19 +116,27 @@ func applyMigrations(ctx context.Context, databaseURL string, log *zap.Logger) e
 		log.Info("another process is applying migrations; waiting for it")
 	})
 	if err != nil {
+		if len(applied) > 0 { // those before a failure or a stop stay applied
+			logApplied(log, applied)
+		}
 		return err
 	}
 	if len(applied) == 0 {
 		log.Info("schema is up to date; no migration applied", zap.Int("version", migrations.Version))
 		return nil
 	}
+	logApplied(log, applied)
+	return nil
+}
+
+// logApplied logs the migrations applied, by version and name.
+func logApplied(log *zap.Logger, applied []migrations.Migration) {
 	names := make([]string, len(applied))
 	for i, m := range applied {
 		names[i] = m.String()
 	}
 	log.Info("applied migrations", zap.Int("count", len(applied)), zap.Strings("migrations", names),
 		zap.Int("version", applied[len(applied)-1].Version))
-	return nil
 }
 
 // helpIsDone turns errHelp into success: the usage asked for is printed.

@@ -99,11 +99,12 @@ type Flusher struct {
 	// (checkNewData). Only Run's goroutine uses it.
 	dataChecked map[int]string
 	// settleBatch bounds a settlement round (defaultSettleBatch; tests
-	// lower it); settleMore is set by a round that filled it, so that the
-	// next round follows the next pass at once rather than SettleEvery
-	// later. Only Run's goroutine uses them.
+	// lower it); settleMore is set by a round that filled it, settled some
+	// and failed none, so that the next round follows the next pass at
+	// once rather than SettleEvery later. Only Run's goroutine uses them.
 	settleBatch int
 	settleMore  bool
+	settled     int64 // envelopes settled, for settleMore
 
 	// Test hooks, called between the steps of a batch; an error stops the
 	// batch there as a crash would.

@@ -33,8 +33,8 @@ func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
 	if err != nil {
 		return err
 	}
-	f.settleMore = len(due) == f.settleBatch
 	var errs []error
+	settledBefore := f.settled
 	for _, e := range due {
 		if ctx.Err() != nil {
 			break
@@ -43,6 +43,11 @@ func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
 			errs = append(errs, err)
 		}
 	}
+	// Another round at once only while rounds get somewhere: a full round
+	// of envelopes still waiting for their claims, or one that failed (a
+	// failing envelope is in every round, oldest first), waits SETTLE_EVERY
+	// as any round does, so the claims' loop keeps its pace and backoff.
+	f.settleMore = len(due) == f.settleBatch && len(errs) == 0 && f.settled > settledBefore
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("settle envelopes: %w", err)
 	}
@@ -129,6 +134,7 @@ func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
 	case err != nil:
 		return err
 	}
+	f.settled++
 	f.log.Info("envelope settled", zap.Int64("envelope_id", e.ID), zap.Int64("claimed_cents", st.ClaimedCents),
 		zap.Int64("refunded_cents", st.RefundedCents), zap.Int("packets_refunded", st.Refunded))
 	f.warnBestCorrected(e.ID, st)

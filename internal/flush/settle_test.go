@@ -371,3 +371,35 @@ func TestShortKeyTTLOutlivesTheSettlement(t *testing.T) {
 		t.Errorf("settled envelope's meta lives %v more, want at most SETTLED_KEY_TTL (200ms)", ttl)
 	}
 }
+
+// Rounds follow one another at once only while they get somewhere: a full
+// round of envelopes still waiting for their claims, or with a failure (a
+// failing envelope, oldest first, is in every round), waits SETTLE_EVERY,
+// which keeps the claims' loop at its pace and its backoff from climbing.
+func TestSettleMoreOnlyWhenARoundGetsSomewhere(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	for range 3 {
+		expiring(t, s, 10, 2) // the grabs wait in the queue
+	}
+	s.Clock.Advance(61 * time.Second)
+	f := upkeepFlusher(t, s)
+	f.settleBatch = 2
+	step := func(what string, want bool) {
+		t.Helper()
+		err := f.Upkeep(ctx, false)
+		if f.settleMore != want {
+			t.Errorf("%s: settleMore %v (upkeep: %v), want %v", what, f.settleMore, err, want)
+		}
+	}
+	step("a full round waiting for its claims", false)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.afterClose = func(int64) error { return errCrash }
+	step("a full round that failed", false)
+	f.afterClose = nil
+	step("a full round settled", true)
+	step("the last one", false)
+}
