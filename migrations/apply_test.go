@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,5 +120,27 @@ func TestApplyStopsBetweenMigrations(t *testing.T) {
 	if err == nil || dirty || version >= migrations.Version || len(applied) != version {
 		t.Fatalf("Apply stopped = %d applied, %v; schema at %d (dirty %v); want an error, a clean schema below %d, and its migrations reported",
 			len(applied), err, version, dirty, migrations.Version)
+	}
+}
+
+// A schema left dirty by a failed migration is refused, also at this
+// build's version: nothing is applied, and the error says dirty.
+func TestApplyRefusesADirtySchema(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyPostgresURL(t)
+	if _, err := migrations.Apply(t.Context(), url, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	if _, err := c.Exec(t.Context(), "UPDATE schema_migrations SET dirty = true"); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := migrations.Apply(t.Context(), url, nil)
+	if err == nil || len(applied) != 0 || !strings.Contains(err.Error(), "Dirty") {
+		t.Fatalf("Apply on a dirty schema = %v, %v; want the dirty version refused", applied, err)
 	}
 }

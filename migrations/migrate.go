@@ -72,7 +72,7 @@ func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration
 	// reported as this one's.
 	before, err := version(m)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
 	// One migration at a time, the context checked between them: a stop
 	// ends the migrations after the one under way.
@@ -82,14 +82,16 @@ func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration
 			applied, _ := between(before, after)
 			return applied, fmt.Errorf("stopped at version %d of %d: %w", after, Version, context.Cause(ctx))
 		}
-		stepErr := m.Steps(1)
-		if after, err = version(m); err == nil {
-			err = stepErr
+		next := after
+		err := m.Steps(1)
+		if err == nil {
+			next, err = version(m)
 		}
-		if err != nil {
+		if err != nil { // the step failed: those before it stay applied
 			applied, _ := between(before, after)
 			return applied, fmt.Errorf("apply migrations: %w", err)
 		}
+		after = next
 	}
 	return between(before, after)
 }
@@ -114,12 +116,16 @@ func open(databaseURL string) (*migrate.Migrate, error) {
 
 // version is the schema's version, 0 before any migration.
 func version(m *migrate.Migrate) (int, error) {
-	v, _, err := m.Version()
+	v, dirty, err := m.Version()
 	switch {
 	case errors.Is(err, migrate.ErrNilVersion):
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("read the schema version: %w", err)
+	case dirty:
+		// A migration failed half-way (the lock is ours, so none runs
+		// now): nothing goes on until an operator mends it (docs/dba.md).
+		return int(v), migrate.ErrDirty{Version: int(v)}
 	}
 	return int(v), nil
 }
