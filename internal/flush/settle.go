@@ -34,7 +34,7 @@ func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
 		return err
 	}
 	var errs []error
-	settledBefore := f.settled
+	progressBefore := f.settled + f.suspended.Load()
 	for _, e := range due {
 		if ctx.Err() != nil {
 			break
@@ -43,11 +43,12 @@ func (f *Flusher) settleIn(ctx context.Context, shards []int) error {
 			errs = append(errs, err)
 		}
 	}
-	// Another round at once only while rounds get somewhere: a full round
+	// Another round at once only while rounds get somewhere (envelopes
+	// settled, or suspended: either leaves the due ones): a full round
 	// of envelopes still waiting for their claims, or one that failed (a
 	// failing envelope is in every round, oldest first), waits SETTLE_EVERY
 	// as any round does, so the claims' loop keeps its pace and backoff.
-	f.settleMore = len(due) == f.settleBatch && len(errs) == 0 && f.settled > settledBefore
+	f.settleMore = len(due) == f.settleBatch && len(errs) == 0 && f.settled+f.suspended.Load() > progressBefore
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("settle envelopes: %w", err)
 	}
@@ -141,6 +142,9 @@ func (f *Flusher) finish(ctx context.Context, e pgstore.Envelope) error {
 	if f.cfg.KeyTTL < settlingKeyTTL {
 		// Settled: the keys may go SETTLED_KEY_TTL from now (closing a
 		// closed envelope only renews their lifetime).
+		// Not cut by a stop: no later round comes back to a settled envelope.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
 		if _, err := f.redis.Close(ctx, e.ID, e.Count, f.cfg.KeyTTL); err != nil {
 			f.log.Warn("settled envelope's redis keys keep their lifetime while settling", zap.Int64("envelope_id", e.ID),
 				zap.Duration("lifetime", settlingKeyTTL), zap.Error(err))

@@ -403,3 +403,33 @@ func TestSettleMoreOnlyWhenARoundGetsSomewhere(t *testing.T) {
 	step("a full round settled", true)
 	step("the last one", false)
 }
+
+// A round that suspends envelopes (their Redis state gone) gets somewhere
+// too: they leave the due ones, and the next round follows at once.
+func TestSettleMoreAfterARoundOfSuspensions(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	var ids []int64
+	for range 3 {
+		e, _ := expiring(t, s, 10, 0)
+		ids = append(ids, e.ID)
+	}
+	f := upkeepFlusher(t, s)
+	f.settleBatch = 2
+	if err := f.Upkeep(ctx, false); err != nil { // the shards' data checked: nothing due yet
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if err := s.RDB.Del(ctx, s.Redis.Keys().Meta(id)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Clock.Advance(61 * time.Second)
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if f.Suspended() != 2 || !f.settleMore {
+		t.Errorf("a full round of suspensions: %d suspended, settleMore %v; want 2, true", f.Suspended(), f.settleMore)
+	}
+}
