@@ -130,9 +130,7 @@ func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, total
 	for _, h := range held {
 		args = append(args, BucketOf(h.UserID, buckets), h.UserID, string(appendClaim(nil, h.Claim)))
 	}
-	for _, p := range pool {
-		args = append(args, string(appendPacket(nil, p)))
-	}
+	args = appendPackets(args, pool)
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}
 	keys = append(keys, s.keys.ClaimBucketKeys(id, count)...)
 	s.bucketCache.forget(id)

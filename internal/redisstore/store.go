@@ -165,7 +165,8 @@ func (s *Store) LoadGated(ctx context.Context, epoch string, id int64, expiresAt
 // staged stageChunk at a time in a list of the loader's own (stage.lua),
 // which load.lua then makes the pool in one step. A chunk of 2,000 packets
 // is a script of a few milliseconds; loading 100,000 packets in one call
-// held Redis for 70-370 ms (BENCHMARKS.md, "Loading a large envelope").
+// held Redis for 27-36 ms on a quiet machine and up to 370 ms on a busy
+// one, 1,000,000 for 0.5-1.9 s (BENCHMARKS.md, "Loading a large envelope").
 // stagingTTL bounds how long a loader that stops half-way leaves its list.
 const (
 	loadInline = 2000
