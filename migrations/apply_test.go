@@ -18,7 +18,7 @@ import (
 func TestApplyReportsWhatItApplied(t *testing.T) {
 	t.Parallel()
 	url := testenv.EmptyPostgresURL(t)
-	applied, err := migrations.Apply(t.Context(), url, nil)
+	applied, _, err := migrations.Apply(t.Context(), url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestApplyReportsWhatItApplied(t *testing.T) {
 	if applied[0].String() != "000001_core" {
 		t.Errorf("first applied %q, want 000001_core", applied[0])
 	}
-	again, err := migrations.Apply(t.Context(), url, nil)
+	again, _, err := migrations.Apply(t.Context(), url, nil)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second Apply = %v, %v; want nothing applied", again, err)
 	}
@@ -49,7 +49,7 @@ func TestApplyFromTwoProcessesAtOnce(t *testing.T) {
 	applied := make([][]migrations.Migration, 2)
 	errs := make([]error, 2)
 	for i := range applied {
-		wg.Go(func() { applied[i], errs[i] = migrations.Apply(t.Context(), url, nil) })
+		wg.Go(func() { applied[i], _, errs[i] = migrations.Apply(t.Context(), url, nil) })
 	}
 	wg.Wait()
 	if errs[0] != nil || errs[1] != nil {
@@ -77,7 +77,7 @@ func TestApplyWaitsForTheLockUntilStopped(t *testing.T) {
 	defer cancel()
 	waited := false
 	start := time.Now()
-	applied, err := migrations.Apply(ctx, url, func() { waited = true })
+	applied, _, err := migrations.Apply(ctx, url, func() { waited = true })
 	if err == nil || len(applied) != 0 || !waited || time.Since(start) > 5*time.Second {
 		t.Fatalf("Apply under another's lock = %v, %v after %v (waiting said: %v); want an error by its deadline, nothing applied",
 			applied, err, time.Since(start), waited)
@@ -111,7 +111,7 @@ func TestApplyStopsBetweenMigrations(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	applied, err := migrations.Apply(ctx, url, nil)
+	applied, _, err := migrations.Apply(ctx, url, nil)
 	var version int
 	var dirty bool
 	if err := watcher.QueryRow(t.Context(), "SELECT version, dirty FROM schema_migrations").Scan(&version, &dirty); err != nil {
@@ -128,7 +128,7 @@ func TestApplyStopsBetweenMigrations(t *testing.T) {
 func TestApplyRefusesADirtySchema(t *testing.T) {
 	t.Parallel()
 	url := testenv.EmptyPostgresURL(t)
-	if _, err := migrations.Apply(t.Context(), url, nil); err != nil {
+	if _, _, err := migrations.Apply(t.Context(), url, nil); err != nil {
 		t.Fatal(err)
 	}
 	c, err := pgx.Connect(t.Context(), url)
@@ -139,8 +139,31 @@ func TestApplyRefusesADirtySchema(t *testing.T) {
 	if _, err := c.Exec(t.Context(), "UPDATE schema_migrations SET dirty = true"); err != nil {
 		t.Fatal(err)
 	}
-	applied, err := migrations.Apply(t.Context(), url, nil)
+	applied, _, err := migrations.Apply(t.Context(), url, nil)
 	if err == nil || len(applied) != 0 || !strings.Contains(err.Error(), "Dirty") {
 		t.Fatalf("Apply on a dirty schema = %v, %v; want the dirty version refused", applied, err)
+	}
+}
+
+// A database a newer build migrated: nothing is applied, no error, and
+// Apply says the database's version, not this build's.
+func TestApplyOnANewerSchemaSaysItsVersion(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyPostgresURL(t)
+	if _, _, err := migrations.Apply(t.Context(), url, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	if _, err := c.Exec(t.Context(), "UPDATE schema_migrations SET version = $1", migrations.Version+1); err != nil {
+		t.Fatal(err)
+	}
+	applied, version, err := migrations.Apply(t.Context(), url, nil)
+	if err != nil || len(applied) != 0 || version != migrations.Version+1 {
+		t.Fatalf("Apply on a newer schema = %v, version %d, %v; want nothing applied at version %d",
+			applied, version, err, migrations.Version+1)
 	}
 }

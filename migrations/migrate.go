@@ -36,20 +36,22 @@ const LockKey int64 = 0x72656470_6d696772 // "redpmigr"
 // (postgres:// or postgresql://). It is idempotent and safe to run from
 // several processes at once: each waits for the others under LockKey.
 func Up(databaseURL string) error {
-	_, err := Apply(context.Background(), databaseURL, nil)
+	_, _, err := Apply(context.Background(), databaseURL, nil)
 	return err
 }
 
 // Apply is Up, and returns the migrations it applied, in order: none when
 // the schema was already current (or another process applied them first);
-// with an error, those it applied before it.
+// with an error, those it applied before it. It returns the schema's
+// version too, after them: above Version when a newer build migrated the
+// database (the daemons accept it; nothing is applied).
 // It waits for another process's migrations as long as ctx lasts (calling
 // waiting, when not nil, as it begins to), and once ctx ends applies no
 // further migration after the one under way.
-func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration, error) {
+func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration, int, error) {
 	conn, err := pgx.Connect(ctx, dburl.Session(databaseURL))
 	if err != nil {
-		return nil, fmt.Errorf("connect for the migration lock: %w", err)
+		return nil, 0, fmt.Errorf("connect for the migration lock: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) // ends the session, and so the lock
 	q := dbsqlc.New(conn)
@@ -61,18 +63,18 @@ func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration
 		err = q.LockMigrations(ctx, LockKey)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wait for another process's migrations: %w", err)
+		return nil, 0, fmt.Errorf("wait for another process's migrations: %w", err)
 	}
 	m, err := open(databaseURL)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer m.Close()
 	// Read under the lock: what another process applied before is not
 	// reported as this one's.
 	before, err := version(m)
 	if err != nil {
-		return nil, fmt.Errorf("apply migrations: %w", err)
+		return nil, before, fmt.Errorf("apply migrations: %w", err)
 	}
 	// One migration at a time, the context checked between them: a stop
 	// ends the migrations after the one under way.
@@ -80,7 +82,7 @@ func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration
 	for after < Version {
 		if err := ctx.Err(); err != nil {
 			applied, _ := between(before, after)
-			return applied, fmt.Errorf("stopped at version %d of %d: %w", after, Version, context.Cause(ctx))
+			return applied, after, fmt.Errorf("stopped at version %d of %d: %w", after, Version, context.Cause(ctx))
 		}
 		next := after
 		err := m.Steps(1)
@@ -89,11 +91,12 @@ func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration
 		}
 		if err != nil { // the step failed: those before it stay applied
 			applied, _ := between(before, after)
-			return applied, fmt.Errorf("apply migrations: %w", err)
+			return applied, after, fmt.Errorf("apply migrations: %w", err)
 		}
 		after = next
 	}
-	return between(before, after)
+	applied, err := between(before, after)
+	return applied, after, err
 }
 
 // open connects golang-migrate to the database, with the embedded files.

@@ -112,7 +112,7 @@ func runMigrate(args []string) error {
 // version and name, or that there were none; it waits for another process
 // applying them until ctx ends, and says so.
 func applyMigrations(ctx context.Context, databaseURL string, log *zap.Logger) error {
-	applied, err := migrations.Apply(ctx, databaseURL, func() {
+	applied, version, err := migrations.Apply(ctx, databaseURL, func() {
 		log.Info("another process is applying migrations; waiting for it")
 	})
 	if err != nil {
@@ -121,8 +121,14 @@ func applyMigrations(ctx context.Context, databaseURL string, log *zap.Logger) e
 		}
 		return err
 	}
-	if len(applied) == 0 {
-		log.Info("schema is up to date; no migration applied", zap.Int("version", migrations.Version))
+	switch {
+	case len(applied) == 0 && version > migrations.Version:
+		// A newer build migrated it; the daemons of this one accept it.
+		log.Info("schema is newer than this build's; no migration applied",
+			zap.Int("version", version), zap.Int("build_version", migrations.Version))
+		return nil
+	case len(applied) == 0:
+		log.Info("schema is up to date; no migration applied", zap.Int("version", version))
 		return nil
 	}
 	logApplied(log, applied)
