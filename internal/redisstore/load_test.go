@@ -164,11 +164,11 @@ func TestLoadEnvelopeLarge(t *testing.T) {
 }
 
 // argsHook records the most arguments any one command sent and can run a
-// step before each command.
+// step before each command; the step's error fails the command unsent.
 type argsHook struct {
 	mu     sync.Mutex
 	most   int
-	before func(ctx context.Context, cmd redis.Cmder)
+	before func(ctx context.Context, cmd redis.Cmder) error
 }
 
 func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -183,7 +183,10 @@ func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		before := h.before
 		h.mu.Unlock()
 		if before != nil {
-			before(ctx, cmd)
+			if err := before(ctx, cmd); err != nil {
+				cmd.SetErr(err)
+				return err
+			}
 		}
 		return next(ctx, cmd)
 	}
@@ -202,10 +205,26 @@ func scriptKey(cmd redis.Cmder, i int) string {
 	return fmt.Sprint(a[2+i])
 }
 
-// wantNoStaging checks that no staging list of envelope id is left.
+// wantNoStaging checks that no staging list of envelope id is left, on
+// every master of a cluster (KEYS asks one node).
 func wantNoStaging(t *testing.T, rdb redis.UniversalClient, s *redisstore.Store, id int64) {
 	t.Helper()
-	keys, err := rdb.Keys(t.Context(), s.Keys().Staging(id, "*")).Result()
+	pattern := s.Keys().Staging(id, "*")
+	var mu sync.Mutex
+	var keys []string
+	look := func(ctx context.Context, c *redis.Client) error {
+		found, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		keys = append(keys, found...)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(t.Context(), look)
+	} else {
+		err = look(t.Context(), rdb.(*redis.Client))
+	}
 	if err != nil || len(keys) != 0 {
 		t.Errorf("staging lists left: %v, %v", keys, err)
 	}
@@ -285,10 +304,11 @@ func TestLoadEnvelopeStagedPacketsLost(t *testing.T) {
 	const id, n = 93, 5_000
 	ps, total := makePackets(1, n)
 	h := &argsHook{}
-	h.before = func(ctx context.Context, cmd redis.Cmder) {
+	h.before = func(ctx context.Context, cmd redis.Cmder) error {
 		if key := scriptKey(cmd, 6); strings.Contains(key, ":staging:") {
 			rdb.Del(ctx, key)
 		}
+		return nil
 	}
 	rdb.(*redis.Client).AddHook(h)
 	loaded, err := s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
@@ -305,4 +325,27 @@ func TestLoadEnvelopeStagedPacketsLost(t *testing.T) {
 	if err != nil || !loaded || llen(t, rdb, s.Keys().Pool(id)) != n {
 		t.Fatalf("second LoadEnvelope = %v, %v with %d pooled; want true, nil, %d", loaded, err, llen(t, rdb, s.Keys().Pool(id)), n)
 	}
+}
+
+// A load whose last call fails (a connection reset, a cluster's TRYAGAIN)
+// leaves no staging list behind: the repair retries every few seconds, and
+// each retry stages the whole envelope again.
+func TestLoadEnvelopeFailedLoadDropsItsStaging(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	const id, n = 94, 5_000
+	ps, total := makePackets(1, n)
+	h := &argsHook{}
+	h.before = func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.Contains(scriptKey(cmd, 6), ":staging:") {
+			return errors.New("connection reset by peer")
+		}
+		return nil
+	}
+	rdb.(*redis.Client).AddHook(h)
+	loaded, err := s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+	if err == nil || loaded {
+		t.Fatalf("LoadEnvelope = %v, %v; want the load's error", loaded, err)
+	}
+	wantNoStaging(t, rdb, s, id)
 }

@@ -6,8 +6,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,9 +28,10 @@ var (
 	ErrEpochChanged  = errors.New("redis shard lost its data since its epoch was checked")
 	ErrNotReplicated = errors.New("grab not confirmed by enough redis replicas")
 	ErrGivenUp       = errors.New("envelope was given up or suspended before it was loaded")
-	// ErrUnstaged: the packets a loader staged for a large envelope were
-	// gone before they were loaded (their list expired, or Redis lost
-	// them); nothing was loaded, and a load may start again.
+	// ErrUnstaged: the packets a loader staged for a large envelope (or the
+	// claims an operator's reload wrote) were gone before they were loaded
+	// (their list expired, or Redis lost them); nothing was loaded, and a
+	// load may start again.
 	ErrUnstaged      = errors.New("packets staged for loading are gone; nothing was loaded")
 	ErrBadState      = errors.New("envelope state in redis fails a check (not numbers, or beyond exact integers); nothing was changed")
 	ErrNotSuspended  = errors.New("redis does not show the envelope suspended; suspend it first")
@@ -152,55 +151,18 @@ func (s *Store) LoadGated(ctx context.Context, epoch string, id int64, expiresAt
 	keys = append(keys, s.keys.ClaimBucketKeys(id, len(packets))...)
 	code, _, err := loadScript.Run(ctx, s.rdb, keys, args...)
 	if err != nil {
+		// The script drops the list itself on every answer but a load;
+		// after an error it may not have run, and the repair's next try
+		// stages the envelope again. Once loaded, the list is gone.
+		if inline == nil {
+			s.dropStaged(ctx, staging)
+		}
 		return false, fmt.Errorf("load envelope %d: %w", id, err)
 	}
 	if code == loadLoaded {
 		s.bucketCache.put(id, ClaimBuckets(len(packets)))
 	}
 	return code == loadLoaded, nil
-}
-
-// An envelope of more than loadInline packets is loaded in steps, so that
-// no script holds its Redis (every shard on it) for long: its packets are
-// staged stageChunk at a time in a list of the loader's own (stage.lua),
-// which load.lua then makes the pool in one step. A chunk of 2,000 packets
-// is a script of a few milliseconds; loading 100,000 packets in one call
-// held Redis for 27-36 ms on a quiet machine and up to 370 ms on a busy
-// one, 1,000,000 for 0.5-1.9 s (BENCHMARKS.md, "Loading a large envelope").
-// stagingTTL bounds how long a loader that stops half-way leaves its list.
-const (
-	loadInline = 2000
-	stageChunk = 2000
-	stagingTTL = 10 * time.Minute
-)
-
-// stage puts packets, in order, into the staging list key.
-func (s *Store) stage(ctx context.Context, key string, packets []Packet) error {
-	args := make([]any, 0, 2+stageChunk)
-	for off := 0; off < len(packets); off += stageChunk {
-		args = append(args[:0], off, stagingTTL.Milliseconds())
-		args = appendPackets(args, packets[off:min(off+stageChunk, len(packets))])
-		if _, _, err := stageScript.Run(ctx, s.rdb, []string{key}, args...); err != nil {
-			return fmt.Errorf("packets %d on: %w", off, err)
-		}
-	}
-	return nil
-}
-
-// dropStaged deletes a staging list a load gave up on, at once rather than
-// when it expires; it may not exist.
-func (s *Store) dropStaged(ctx context.Context, key string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_ = s.rdb.Unlink(ctx, key).Err() // it expires anyway
-}
-
-// stagingToken names one load's staging list: random, so that loaders of
-// one envelope (its creator and the flusher's repair) never share one.
-func stagingToken() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // appendPackets appends each packet as the scripts take it.
