@@ -293,6 +293,11 @@ func TestReloadAfterAHalfDoneRefundOnAPoolOfOne(t *testing.T) {
 			t.Errorf("holder %s after the reload: %+v, %v", u, got, err)
 		}
 	}
+	// The refund's forgotten meta had the hour's lifetime: the open
+	// envelope's keeps it until it is settled.
+	if ttl := s.RDB.PTTL(ctx, s.Redis.Keys().Meta(id)).Val(); ttl != -1 {
+		t.Errorf("the reloaded envelope's meta expires in %v; want it kept", ttl)
+	}
 }
 
 // A suspension that PostgreSQL does not follow because the envelope is

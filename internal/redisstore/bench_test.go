@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
 )
 
 // BenchmarkGrab measures granted grabs of distinct users on one envelope,
@@ -106,6 +107,43 @@ func BenchmarkLoadEnvelope(b *testing.B) {
 				b.StopTimer()
 				rdb.Unlink(b.Context(), s.Keys().Pool(int64(i+1)), s.Keys().Meta(int64(i+1)))
 				b.StartTimer()
+			}
+			b.ReportMetric(float64(worst.Microseconds())/1000, "stall-ms")
+		})
+	}
+}
+
+// BenchmarkReloadEnvelope is BenchmarkLoadEnvelope for an operator's
+// reload of a suspended envelope, half its packets claimed: the longest a
+// PING waited (stall-ms) is how long the reload held Redis at most.
+func BenchmarkReloadEnvelope(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run("packets="+strconv.Itoa(n), func(b *testing.B) {
+			rdb, prefix := testenv.Redis(b)
+			// A read timeout longer than any reload: the figure is the
+			// stall, not the client giving up.
+			opts := *rdb.(*redis.Client).Options()
+			opts.ReadTimeout = time.Minute
+			c := redis.NewClient(&opts)
+			b.Cleanup(func() { _ = c.Close() })
+			s := redisstore.New(c, prefix, testShards)
+			ps, total := makePackets(1, n)
+			held, pool := heldClaims(ps, n/2), ps[n/2:]
+			const id = 1
+			var worst time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				if err := rdb.HSet(b.Context(), s.Keys().Meta(id), "status", "suspended").Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				stop, stalled := pingWhile(b, rdb)
+				err := s.Reload(b.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{})
+				stop()
+				if err != nil {
+					b.Fatalf("Reload = %v", err)
+				}
+				worst = max(worst, <-stalled)
 			}
 			b.ReportMetric(float64(worst.Microseconds())/1000, "stall-ms")
 		})

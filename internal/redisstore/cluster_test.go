@@ -265,3 +265,16 @@ func TestClusterLoadStaged(t *testing.T) {
 		t.Errorf("pool expires in %v, want never", ttl)
 	}
 }
+
+// An operator's reload in steps runs on a cluster: every step's keys are in
+// the envelope's slot.
+func TestClusterReloadInSteps(t *testing.T) {
+	t.Parallel()
+	s, rdb := newClusterStore(t, testShards)
+	const id, n, claimed = 46, 5_000, 2_500
+	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+		t.Fatal(err)
+	}
+	wantReloaded(t, s, rdb, id, held, pool)
+}

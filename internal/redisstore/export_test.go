@@ -49,3 +49,6 @@ func grabFor(s *Store, id int64, user string, now time.Time) grabCall {
 // Twin is another Store on s's Redis and keys, with its own caches: another
 // grabber process.
 func Twin(s *Store) *Store { return New(s.rdb, s.keys.prefix, s.keys.shards) }
+
+// ReloadClaimsHash is the hash reload_claims.lua is called by.
+var ReloadClaimsHash = reloadClaimsScript.Hash()

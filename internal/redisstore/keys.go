@@ -12,8 +12,12 @@ import (
 // Cluster node:
 //
 //	{<prefix>:s<shard>}:e:<envelope>:meta    hash: status, expires, count, total, grabbed_cents,
-//	                                         starts, password (digest), recipients (count)
+//	                                         starts, password (digest), recipients (count),
+//	                                         buckets, claimed; reloading, reloaded_claims
+//	                                         while an operator's reload is under way
 //	{<prefix>:s<shard>}:e:<envelope>:pool    list: packets not yet grabbed, "<packet>:<amount>"
+//	{<prefix>:s<shard>}:e:<envelope>:staging:<token>  list: a loader's packets on their way
+//	                                         to the pool (stage.lua), for 10 minutes at most
 //	{<prefix>:s<shard>}:e:<envelope>:claims:<b>  hash, bucket b of the envelope's claims:
 //	                                         user -> "<packet>:<amount>:<grabbed_ms>:<order_no>"
 //	{<prefix>:s<shard>}:e:<envelope>:claims  hash: all claims of an envelope loaded before

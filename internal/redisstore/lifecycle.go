@@ -104,42 +104,6 @@ func (s *Store) Fail(ctx context.Context, epoch string, id int64, count int, ttl
 	return code == failWasLoaded, nil
 }
 
-// HeldClaim is a claim PostgreSQL holds, restored into Redis by Reload.
-type HeldClaim struct {
-	UserID string
-	Claim
-}
-
-// Reload replaces an envelope's Redis state with PostgreSQL's: the claims in
-// held (their users can only repeat), the packets in pool, and an open meta
-// whose grabbed cents are those of held, with the envelope's gates.
-func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet, g Gates) error {
-	var grabbed int64
-	args := make([]any, 0, 8+len(g.Recipients)+3*len(held)+len(pool))
-	all := append(make([]Packet, 0, len(held)+len(pool)), pool...)
-	for _, h := range held {
-		grabbed += h.AmountCents
-		all = append(all, Packet{ID: h.PacketID, AmountCents: h.AmountCents})
-	}
-	if err := checkPackets(totalCents, all); err != nil {
-		return fmt.Errorf("reload envelope %d: %w", id, err)
-	}
-	args = append(args, expiresAt.UnixMilli(), count, totalCents, grabbed, len(held))
-	args = g.args(args)
-	buckets := ClaimBuckets(count)
-	for _, h := range held {
-		args = append(args, BucketOf(h.UserID, buckets), h.UserID, string(appendClaim(nil, h.Claim)))
-	}
-	args = appendPackets(args, pool)
-	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)}
-	keys = append(keys, s.keys.ClaimBucketKeys(id, count)...)
-	s.bucketCache.forget(id)
-	if _, _, err := reloadScript.Run(ctx, s.rdb, keys, args...); err != nil {
-		return fmt.Errorf("reload envelope %d: %w", id, err)
-	}
-	return nil
-}
-
 // MetaState is what an envelope's meta says: its status and the cents
 // granted so far.
 type MetaState struct {

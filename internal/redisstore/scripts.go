@@ -27,6 +27,10 @@ var (
 	closeSource string
 	//go:embed fail.lua
 	failSource string
+	//go:embed reload_begin.lua
+	reloadBeginSource string
+	//go:embed reload_claims.lua
+	reloadClaimsSource string
 	//go:embed reload.lua
 	reloadSource string
 	//go:embed create_mark.lua
@@ -66,9 +70,16 @@ var (
 		rs.Reply{Code: failInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
 		rs.Reply{Code: failEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged},
 		rs.Reply{Code: failSuspended, Name: "SUSPENDED", Err: ErrSuspended})
+	reloadBeginScript = rs.New("reload_begin.lua", reloadBeginSource,
+		rs.Reply{Code: reloadBegun, Name: "BEGUN"},
+		rs.Reply{Code: reloadBeginNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended})
+	reloadClaimsScript = rs.New("reload_claims.lua", reloadClaimsSource,
+		rs.Reply{Code: reloadWritten, Name: "WRITTEN"},
+		rs.Reply{Code: reloadNotReloading, Name: "NOT_RELOADING", Err: ErrNotSuspended})
 	reloadScript = rs.New("reload.lua", reloadSource,
 		rs.Reply{Code: reloadDone, Name: "RELOADED"},
-		rs.Reply{Code: reloadNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended})
+		rs.Reply{Code: reloadNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended},
+		rs.Reply{Code: reloadUnstaged, Name: "UNSTAGED", Err: ErrUnstaged})
 
 	createMarkScript = rs.New("create_mark.lua", createMarkSource,
 		rs.Reply{Code: createMarked, Name: "MARKED"},
@@ -79,7 +90,8 @@ var (
 		rs.Reply{Code: createNotOurs, Name: "NOT_OURS"})
 
 	// scripts is every script of the package, for the checks.
-	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, stageScript, takeScript, ackScript, closeScript, failScript, reloadScript,
+	scripts = []*rs.Script{grabScript, ceilingScript, loadScript, stageScript, takeScript, ackScript, closeScript, failScript,
+		reloadBeginScript, reloadClaimsScript, reloadScript,
 		createMarkScript, createUnmarkScript}
 )
 
@@ -185,10 +197,17 @@ const (
 	failSuspended    rs.Code = 4
 )
 
-// Reply codes of reload.lua.
+// Reply codes of reload_begin.lua, reload_claims.lua and reload.lua.
 const (
+	reloadBegun             rs.Code = 0
+	reloadBeginNotSuspended rs.Code = 1
+
+	reloadWritten      rs.Code = 0
+	reloadNotReloading rs.Code = 1
+
 	reloadDone         rs.Code = 0
 	reloadNotSuspended rs.Code = 1
+	reloadUnstaged     rs.Code = 2
 )
 
 // MetaStatus is the status field of an envelope's meta hash, as the scripts
@@ -221,8 +240,10 @@ const (
 	fieldStarts       = "starts"
 	fieldPassword     = "password"
 	fieldRecipients   = "recipients"
-	fieldBuckets      = "buckets" // claim buckets (ClaimBuckets); absent: the one claims hash
-	fieldClaimed      = "claimed" // claims in the buckets (the one hash is counted by HLEN)
+	fieldBuckets      = "buckets"         // claim buckets (ClaimBuckets); absent: the one claims hash
+	fieldClaimed      = "claimed"         // claims in the buckets (the one hash is counted by HLEN)
+	fieldReloading    = "reloading"       // an operator's reload under way: its token (reload_begin.lua)
+	fieldReloaded     = "reloaded_claims" // the claims that reload has written so far
 	fieldCounter      = "counter"
 	fieldCeiling      = "ceiling"
 	fieldIdentity     = "identity"
@@ -233,7 +254,7 @@ const (
 func ScriptWords() []string {
 	words := []string{fieldStatus, fieldExpires, fieldCount, fieldTotal, fieldGrabbedCents,
 		fieldStarts, fieldPassword, fieldRecipients, fieldBuckets, fieldClaimed,
-		fieldCounter, fieldCeiling, fieldIdentity}
+		fieldReloading, fieldReloaded, fieldCounter, fieldCeiling, fieldIdentity}
 	for _, s := range metaStatuses {
 		words = append(words, string(s))
 	}
