@@ -92,7 +92,7 @@ func runRecover(args []string) error {
 	if err := parseFlags(fs, recoverSynopsis, args); err != nil {
 		return helpIsDone(err)
 	}
-	if *id <= 0 || (*action != flush.ActionReload && *action != flush.ActionRefund) {
+	if *id <= 0 || (flush.Action(*action) != flush.ActionReload && flush.Action(*action) != flush.ActionRefund) {
 		fmt.Fprintln(os.Stderr, "flusher recover: needs -envelope N and -action reload or refund")
 		fmt.Fprintln(os.Stderr, "usage: flusher recover", recoverSynopsis)
 		return errUsage
@@ -111,7 +111,7 @@ func runRecover(args []string) error {
 	defer clients.Close()
 	f := flush.New(redisstore.New(clients.Redis, cfg.RedisKeyPrefix, clients.Shards), pgstore.New(clients.PG),
 		flush.Config{KeyTTL: cfg.SettledKeyTTL}, log)
-	plan, err := f.PlanRecovery(ctx, *id, *action)
+	plan, err := f.PlanRecovery(ctx, *id, flush.Action(*action))
 	if err != nil {
 		return err
 	}

@@ -14,13 +14,16 @@ import (
 	"redpacket/internal/redisstore"
 )
 
+// Action is what an operator does with a suspended envelope.
+type Action string
+
 // The actions an operator can take on a suspended envelope.
 const (
 	// ActionReload puts the unclaimed packets back on offer, with the claims
 	// PostgreSQL holds, so their users can only repeat.
-	ActionReload = "reload"
+	ActionReload Action = "reload"
 	// ActionRefund refunds the unclaimed packets and settles the envelope.
-	ActionRefund = "refund"
+	ActionRefund Action = "refund"
 )
 
 // ErrBlocked means a recovery cannot run now; the plan says why.
@@ -28,7 +31,7 @@ var ErrBlocked = errors.New("recovery cannot run now")
 
 // Plan is what a recovery would do, from PostgreSQL and Redis as they are.
 type Plan struct {
-	Action         string
+	Action         Action
 	Envelope       pgstore.Envelope
 	Claimed        int // packets claimed in PostgreSQL
 	Unclaimed      int // packets neither claimed nor refunded
@@ -40,7 +43,7 @@ type Plan struct {
 }
 
 // PlanRecovery looks at a suspended envelope and tells what action would do.
-func (f *Flusher) PlanRecovery(ctx context.Context, id int64, action string) (Plan, error) {
+func (f *Flusher) PlanRecovery(ctx context.Context, id int64, action Action) (Plan, error) {
 	if action != ActionReload && action != ActionRefund {
 		return Plan{}, fmt.Errorf("unknown action %q: use %s or %s", action, ActionReload, ActionRefund)
 	}
@@ -249,7 +252,7 @@ func (p Plan) redisLine() string {
 func (p Plan) effect() string {
 	e := p.Envelope
 	if p.Blocked != "" {
-		return "cannot " + p.Action + " now: " + p.Blocked
+		return "cannot " + string(p.Action) + " now: " + p.Blocked
 	}
 	if p.Action == ActionRefund {
 		return fmt.Sprintf("refund: refund the %d unclaimed packets (%d cents) to the sender and settle: "+

@@ -136,7 +136,7 @@ func TestRecoveriesOfOneEnvelopeDoNotInterleave(t *testing.T) {
 			err error
 		}
 		results := make(chan outcome, 2)
-		for _, action := range []string{ActionRefund, ActionReload} {
+		for _, action := range []Action{ActionRefund, ActionReload} {
 			plan, err := f.PlanRecovery(ctx, id, action)
 			if err != nil || plan.Blocked != "" {
 				t.Fatalf("plan %s = %+v, %v", action, plan, err)
@@ -245,7 +245,7 @@ func TestRecoverRefusesABadLedger(t *testing.T) {
 			if st := status(t, s, e.ID); st != envelope.StatusSuspended {
 				t.Fatalf("envelope is %s after its settlement, want suspended", st)
 			}
-			for _, action := range []string{ActionRefund, ActionReload} {
+			for _, action := range []Action{ActionRefund, ActionReload} {
 				plan, err := f.PlanRecovery(ctx, e.ID, action)
 				if err != nil || !strings.Contains(plan.Blocked, "disagree") {
 					t.Errorf("%s plan of a bad ledger: blocked %q, %v", action, plan.Blocked, err)
