@@ -19,6 +19,7 @@ import (
 	"redpacket/internal/graceful"
 	"redpacket/internal/pgstore"
 	"redpacket/internal/redact"
+	"redpacket/internal/telemetry"
 )
 
 // WebhookConfig configures the webhook sender; zero fields take defaults.
@@ -244,7 +245,7 @@ func (w *Webhook) turn(ctx context.Context, head pgstore.Event) turnDone {
 			return out
 		}
 		if d == pgstore.DeliveryFailed {
-			deliveries.WithLabelValues("failed").Inc()
+			deliveries.WithLabelValues(string(telemetry.WebhookFailed)).Inc()
 			w.log.Warn("webhook delivery failed; will retry", zap.Int64("event_id", id),
 				zap.Int64("envelope_id", head.EnvelopeID), zap.Error(sendErr))
 			out.progressed = true
@@ -252,7 +253,7 @@ func (w *Webhook) turn(ctx context.Context, head pgstore.Event) turnDone {
 		if d != pgstore.Delivered {
 			return out
 		}
-		deliveries.WithLabelValues("delivered").Inc()
+		deliveries.WithLabelValues(string(telemetry.WebhookDelivered)).Inc()
 		out.progressed = true
 		if id, err = w.store.NextUndelivered(ctx, head.EnvelopeID); err != nil || id == 0 {
 			return out

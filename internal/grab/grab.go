@@ -47,43 +47,43 @@ func (s *Service) GrabWithPassword(ctx context.Context, id int64, userID, passwo
 
 // grabCounters are the grab counters by result, looked up once rather than
 // hashed from their label on every grab.
-var grabCounters = func() map[string]prometheus.Counter {
-	m := map[string]prometheus.Counter{}
+var grabCounters = func() map[telemetry.GrabResult]prometheus.Counter {
+	m := map[telemetry.GrabResult]prometheus.Counter{}
 	for _, r := range telemetry.GrabResults {
-		m[r] = telemetry.Grabs.WithLabelValues(r)
+		m[r] = telemetry.Grabs.WithLabelValues(string(r))
 	}
 	return m
 }()
 
 // grabResult names a grab's outcome for the metrics.
-func grabResult(c redisstore.Claim, err error) string {
+func grabResult(c redisstore.Claim, err error) telemetry.GrabResult {
 	switch {
 	case err == nil && c.Repeat:
-		return "repeat"
+		return telemetry.GrabRepeat
 	case err == nil:
-		return "granted"
+		return telemetry.GrabGranted
 	case errors.Is(err, ErrSoldOut):
-		return "sold_out"
+		return telemetry.GrabSoldOut
 	case errors.Is(err, ErrExpired):
-		return "expired"
+		return telemetry.GrabExpired
 	case errors.Is(err, ErrNotFound):
-		return "not_found"
+		return telemetry.GrabNotFound
 	case errors.Is(err, ErrNotStarted):
-		return "not_started"
+		return telemetry.GrabNotStarted
 	case errors.Is(err, ErrNotRecipient):
-		return "not_recipient"
+		return telemetry.GrabNotRecipient
 	case errors.Is(err, ErrWrongPassword):
-		return "wrong_password"
+		return telemetry.GrabWrongPassword
 	case errors.Is(err, envelope.ErrInvalid):
-		return "invalid"
+		return telemetry.GrabInvalid
 	case errors.Is(err, limits.ErrExceeded), errors.As(err, new(*limits.RateLimitedError)):
-		return "limited"
+		return telemetry.GrabLimited
 	case errors.Is(err, context.Canceled):
 		// The caller went away (a client that hung up) before the answer:
 		// not the service failing. A grab already sent still stands.
-		return "canceled"
+		return telemetry.GrabCanceled
 	}
-	return "unavailable"
+	return telemetry.GrabUnavailable
 }
 
 func (s *Service) grab(ctx context.Context, id int64, userID, password string, now time.Time) (redisstore.Claim, error) {

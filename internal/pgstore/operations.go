@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"redpacket/internal/envelope"
 	"redpacket/internal/telemetry"
 )
 
@@ -18,13 +19,13 @@ const webhookPendingCap = 100000
 // the envelopes suspended now, the last audit and, with webhooks, the
 // undelivered events. Every query is served by an index or a tiny table.
 func (s *Store) Ledger(ctx context.Context, webhooks bool) (telemetry.Ledger, error) {
-	l := telemetry.Ledger{Finished: map[string]telemetry.Finished{}}
+	l := telemetry.Ledger{Finished: map[envelope.Status]telemetry.Finished{}}
 	totals, err := s.q.SettlementTotals(ctx)
 	if err != nil {
 		return l, fmt.Errorf("read settlement totals: %w", err)
 	}
 	for _, t := range totals {
-		l.Finished[t.Status] = telemetry.Finished{Envelopes: t.Envelopes, ClaimedCents: t.ClaimedCents, RefundedCents: t.RefundedCents}
+		l.Finished[envelope.Status(t.Status)] = telemetry.Finished{Envelopes: t.Envelopes, ClaimedCents: t.ClaimedCents, RefundedCents: t.RefundedCents}
 	}
 	if l.Suspended, err = s.q.CountSuspended(ctx); err != nil {
 		return l, fmt.Errorf("count suspended envelopes: %w", err)

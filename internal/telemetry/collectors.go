@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"redpacket/internal/envelope"
 )
 
 // scrapeTimeout bounds what a scrape waits for a dependency or a query.
@@ -47,9 +49,9 @@ func (d dependencies) Collect(ch chan<- prometheus.Metric) {
 // settlement, whether a flusher or an operator's `flusher recover` made it,
 // the envelopes suspended now, the webhook backlog and the last audit.
 type Ledger struct {
-	Finished       map[string]Finished // by final status (FinishedStatuses)
-	Suspended      int64               // envelopes suspended now
-	WebhookPending int64               // undelivered events (counted up to a cap); 0 without webhooks
+	Finished       map[envelope.Status]Finished // by final status (FinishedStatuses)
+	Suspended      int64                        // envelopes suspended now
+	WebhookPending int64                        // undelivered events (counted up to a cap); 0 without webhooks
 	Audit          AuditRun
 }
 
@@ -125,10 +127,10 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range FinishedStatuses {
 		f := l.Finished[s]
 		refunded += f.RefundedCents
-		if s == "settled" {
+		if s == envelope.StatusSettled {
 			settled += f.ClaimedCents
 		}
-		ch <- prometheus.MustNewConstMetric(finishedDesc, prometheus.CounterValue, float64(f.Envelopes), s)
+		ch <- prometheus.MustNewConstMetric(finishedDesc, prometheus.CounterValue, float64(f.Envelopes), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(refundedDesc, prometheus.CounterValue, refunded)
 	ch <- prometheus.MustNewConstMetric(settledDesc, prometheus.CounterValue, settled)

@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"redpacket/internal/envelope"
 )
 
 // The metrics the daemons update on their hot paths. They are package-level,
@@ -13,20 +15,49 @@ import (
 // loads so that alerts and rates see every series from the start.
 var (
 	// GrabResults are the values of redpacket_grabs_total{result}.
-	GrabResults = []string{"granted", "repeat", "sold_out", "expired", "not_found", "invalid", "limited", "unavailable", "canceled",
-		"not_started", "not_recipient", "wrong_password"}
+	GrabResults = []GrabResult{GrabGranted, GrabRepeat, GrabSoldOut, GrabExpired, GrabNotFound, GrabInvalid,
+		GrabLimited, GrabUnavailable, GrabCanceled, GrabNotStarted, GrabNotRecipient, GrabWrongPassword}
 	// ConflictReasons are the reasons claim_conflicts records (pgstore's
 	// recordConflicts statement).
 	ConflictReasons = []string{"unknown_packet", "wrong_envelope", "packet_refunded",
 		"user_holds_another_packet", "claimed_by_another_user", "regranted_to_holder", "order_no_in_use"}
 	// FinishedStatuses are the final statuses of an envelope.
-	FinishedStatuses = []string{"settled", "failed"}
+	FinishedStatuses = []envelope.Status{envelope.StatusSettled, envelope.StatusFailed}
 	// WebhookResults are the values of redpacket_webhook_deliveries_total{result}.
-	WebhookResults = []string{"delivered", "failed"}
+	WebhookResults = []WebhookResult{WebhookDelivered, WebhookFailed}
 	// SequenceKeys are the id sequences the grabber reserves segments of.
 	SequenceKeys = []string{"envelope", "packet"}
 	// FlushPhases are the values of redpacket_flush_phase_duration_seconds{phase}.
 	FlushPhases = []string{PhaseTake, PhaseLedger, PhaseCheck, PhaseAck}
+)
+
+// GrabResult is a grab's outcome, as redpacket_grabs_total{result} counts it.
+type GrabResult string
+
+// The outcomes of a grab.
+const (
+	GrabGranted       GrabResult = "granted"
+	GrabRepeat        GrabResult = "repeat"
+	GrabSoldOut       GrabResult = "sold_out"
+	GrabExpired       GrabResult = "expired"
+	GrabNotFound      GrabResult = "not_found"
+	GrabInvalid       GrabResult = "invalid"
+	GrabLimited       GrabResult = "limited"
+	GrabUnavailable   GrabResult = "unavailable"
+	GrabCanceled      GrabResult = "canceled" // the caller went away first
+	GrabNotStarted    GrabResult = "not_started"
+	GrabNotRecipient  GrabResult = "not_recipient"
+	GrabWrongPassword GrabResult = "wrong_password"
+)
+
+// WebhookResult is a webhook request's outcome, as
+// redpacket_webhook_deliveries_total{result} counts it.
+type WebhookResult string
+
+// The outcomes of a webhook request.
+const (
+	WebhookDelivered WebhookResult = "delivered"
+	WebhookFailed    WebhookResult = "failed"
 )
 
 // The phases of a flushed batch, in order: taking it from Redis; writing and
@@ -98,7 +129,7 @@ var (
 
 func init() {
 	for _, v := range GrabResults {
-		Grabs.WithLabelValues(v)
+		Grabs.WithLabelValues(string(v))
 	}
 	for _, v := range SequenceKeys {
 		SequenceFetches.WithLabelValues(v)
@@ -107,7 +138,7 @@ func init() {
 		Conflicts.WithLabelValues(v)
 	}
 	for _, v := range WebhookResults {
-		WebhookDeliveries.WithLabelValues(v)
+		WebhookDeliveries.WithLabelValues(string(v))
 	}
 	for _, v := range FlushPhases {
 		FlushPhaseSeconds.WithLabelValues(v)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"redpacket/internal/envelope"
 )
 
 // The redpacket_* metrics each daemon exports, and only those.
@@ -109,11 +111,11 @@ func TestLabelledCountersStartAtZero(t *testing.T) {
 		label  string
 		values []string
 	}{
-		{grabber, "redpacket_grabs_total", "result", GrabResults},
+		{grabber, "redpacket_grabs_total", "result", labels(GrabResults)},
 		{grabber, "redpacket_sequence_fetches_total", "key", SequenceKeys},
 		{flusher, "redpacket_claim_conflicts_total", "reason", ConflictReasons},
-		{flusher, "redpacket_envelopes_finished_total", "status", FinishedStatuses},
-		{flusher, "redpacket_webhook_deliveries_total", "result", WebhookResults},
+		{flusher, "redpacket_envelopes_finished_total", "status", labels(FinishedStatuses)},
+		{flusher, "redpacket_webhook_deliveries_total", "result", labels(WebhookResults)},
 	} {
 		mf := gather(t, c.r)[c.metric]
 		if mf == nil {
@@ -166,7 +168,7 @@ func TestBuildInfo(t *testing.T) {
 func TestLedgerIsReadAtScrapeAndKeptWhenPostgresFails(t *testing.T) {
 	t.Parallel()
 	l := Ledger{
-		Finished: map[string]Finished{
+		Finished: map[envelope.Status]Finished{
 			"settled": {Envelopes: 3, ClaimedCents: 700, RefundedCents: 300},
 			"failed":  {Envelopes: 1, RefundedCents: 50},
 		},
@@ -264,3 +266,12 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 }
 
 var _ prometheus.Collector = dependencies(nil)
+
+// labels are typed label values as the metrics carry them.
+func labels[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}
