@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"redpacket/internal/db/dbsqlc"
@@ -18,12 +19,8 @@ var (
 	ErrNoSuchKey = errors.New("no active key has this name")
 )
 
-// The unique index that holds one active key per name (migration 000009),
-// and the SQLSTATE of its violation.
-const (
-	activeNameIndex     = "api_keys_active_name_idx"
-	codeUniqueViolation = "23505"
-)
+// The unique index that holds one active key per name (migration 000009).
+const activeNameIndex = "api_keys_active_name_idx"
 
 // Create makes a key of the given name, client and scopes, stores its hash
 // and returns it: the only time anyone sees it. An empty client is the
@@ -51,7 +48,7 @@ func Create(ctx context.Context, db dbsqlc.DBTX, name, client string, scopes Sco
 		Scopes: scopes.Names()})
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == activeNameIndex:
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == activeNameIndex:
 		return "", fmt.Errorf("%w: %q (revoke it first, or choose another name)", ErrNameTaken, name)
 	case err != nil:
 		return "", fmt.Errorf("store the key: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"redpacket/internal/db/dbsqlc"
@@ -20,12 +21,6 @@ var (
 	// to, one owning the tables, or a superuser. Revoking would take the
 	// service's own rights away; granting would grant nothing.
 	ErrOwnRole = errors.New("refused: the service's own role, one it belongs to, one owning its tables, or a superuser")
-)
-
-// SQLSTATEs dba_check_role raises (migration 000010).
-const (
-	codeUndefinedObject       = "42704"
-	codeInvalidParameterValue = "22023"
 )
 
 // Grant gives role USAGE on the schema and SELECT on every table and view,
@@ -55,9 +50,9 @@ func refused(role, doing string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &pgErr) && pgErr.Code == codeUndefinedObject:
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedObject: // dba_check_role's (migration 000010)
 		return fmt.Errorf("%s: %w: %q", doing, ErrNoSuchRole, role)
-	case errors.As(err, &pgErr) && pgErr.Code == codeInvalidParameterValue:
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidParameterValue:
 		return fmt.Errorf("%s: %w: %q", doing, ErrOwnRole, role)
 	}
 	return fmt.Errorf("%s to %q: %w", doing, role, err)

@@ -3,14 +3,8 @@ package pgstore
 import (
 	"errors"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
-)
-
-// PostgreSQL error codes this package reacts to (Appendix A of the manual).
-const (
-	codeUniqueViolation = "23505"
-	codeCheckViolation  = "23514"
-	codeUndefinedTable  = "42P01"
 )
 
 func hasCode(err error, code string) bool {
@@ -18,14 +12,14 @@ func hasCode(err error, code string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == code
 }
 
-func isUniqueViolation(err error) bool { return hasCode(err, codeUniqueViolation) }
-func isCheckViolation(err error) bool  { return hasCode(err, codeCheckViolation) }
-func isUndefinedTable(err error) bool  { return hasCode(err, codeUndefinedTable) }
+func isUniqueViolation(err error) bool { return hasCode(err, pgerrcode.UniqueViolation) }
+func isCheckViolation(err error) bool  { return hasCode(err, pgerrcode.CheckViolation) }
+func isUndefinedTable(err error) bool  { return hasCode(err, pgerrcode.UndefinedTable) }
 
 // hasConstraint reports a unique violation of the named constraint.
 func hasConstraint(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == constraint
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == constraint
 }
 
 // IsRefused reports that PostgreSQL refused a statement's data (error

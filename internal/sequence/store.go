@@ -5,20 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/db/dbsqlc"
-)
-
-// PostgreSQL error codes (Appendix A of the manual) after which the whole
-// transaction is simply tried again: they can only occur when the server runs
-// transactions above READ COMMITTED or under lock contention, and retrying is
-// what the server asks for.
-const (
-	codeSerializationFailure = "40001"
-	codeDeadlockDetected     = "40P01"
 )
 
 // reserveAttempts bounds the retries of a transient failure.
@@ -87,10 +79,14 @@ func rangeSize(left, rowStep, want int64, exact bool) (int64, error) {
 	return n, nil
 }
 
+// isTransient reports the PostgreSQL errors after which the whole
+// transaction is simply tried again: they can only occur when the server
+// runs transactions above READ COMMITTED or under lock contention, and
+// retrying is what the server asks for.
 func isTransient(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return false
 	}
-	return pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected
+	return pgErr.Code == pgerrcode.SerializationFailure || pgErr.Code == pgerrcode.DeadlockDetected
 }
