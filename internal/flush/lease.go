@@ -161,18 +161,18 @@ func (l *Leases) release(ctx context.Context, shard int) error {
 // lost drops the connection, and with it every lock, after an error: what
 // this flusher held can no longer be known.
 func (l *Leases) lost(err error) error {
-	if l.conn != nil {
-		_ = l.conn.Close(context.Background())
-		l.conn = nil
-	}
-	l.owned = map[int]bool{}
+	l.Close()
 	return fmt.Errorf("shard leases: %w", err)
 }
 
-// Close gives every lease up.
+// Close gives every lease up: ending the session ends its locks, at once or
+// when PostgreSQL sees the connection gone (a second bounds the goodbye to
+// a server that does not answer).
 func (l *Leases) Close() {
 	if l.conn != nil {
-		_ = l.conn.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = l.conn.Close(ctx)
+		cancel()
 		l.conn = nil
 	}
 	l.owned = map[int]bool{}

@@ -38,7 +38,7 @@ func (s *Store) WithRecoveryLock(ctx context.Context, id int64, fn func(held fun
 	return fn(func(ctx context.Context) error {
 		// A session lock is held while its session lives.
 		if err := conn.Ping(ctx); err != nil {
-			return fmt.Errorf("envelope %d: %w: %v", id, ErrRecoveryLockLost, err)
+			return fmt.Errorf("envelope %d: %w: %w", id, ErrRecoveryLockLost, err)
 		}
 		return nil
 	})

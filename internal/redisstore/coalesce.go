@@ -195,6 +195,8 @@ func (c *coalescer) send(batch []*pendingGrab, groups *callGroups) {
 	if len(live) == 0 {
 		return
 	}
+	// The batch is many callers': no one caller's context may cut it off
+	// (a grab sent must learn its answer), so it has a deadline of its own.
 	ctx, cancel := context.WithTimeout(context.Background(), coalesceTimeout)
 	defer cancel()
 	calls := groups.group(live)
