@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/db/dburl"
 )
 
@@ -217,19 +218,12 @@ func (w *pgWatcher) wholeWindowsFound(byEnv map[int64][]int64) []int64 {
 
 func (w *pgWatcher) query(ctx context.Context, ids []int64) error {
 	start := time.Now()
-	rows, err := w.conn.Query(ctx, `SELECT id, claimed_by, amount_cents, coalesce(order_no, '')
-		FROM packets WHERE id = ANY($1) AND claimed_by IS NOT NULL`, ids)
+	rows, err := dbsqlc.New(w.conn).LoadgenClaimedPackets(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("poll PostgreSQL: %w", err)
 	}
-	var id, amount int64
-	var user, orderNo string
-	_, err = pgx.ForEachRow(rows, []any{&id, &user, &amount, &orderNo}, func() error {
-		w.found(id, user, amount, orderNo, start)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("poll PostgreSQL: %w", err)
+	for _, r := range rows {
+		w.found(r.ID, r.ClaimedBy, r.AmountCents, r.OrderNo, start)
 	}
 	return nil
 }
@@ -298,14 +292,12 @@ func (w *pgWatcher) drain(timeout, interval time.Duration) missing {
 func (w *pgWatcher) verifyEnvelopes(envs []int64) (claims, unanswered int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rows, err := w.conn.Query(ctx, `SELECT id, envelope_id, claimed_by FROM packets
-		WHERE envelope_id = ANY($1) AND claimed_by IS NOT NULL`, envs)
+	rows, err := dbsqlc.New(w.conn).LoadgenEnvelopeClaims(ctx, envs)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read claims from PostgreSQL: %w", err)
 	}
-	var id, env int64
-	var user string
-	_, err = pgx.ForEachRow(rows, []any{&id, &env, &user}, func() error {
+	for _, r := range rows {
+		id, env, user := r.ID, r.EnvelopeID, r.ClaimedBy
 		claims++
 		owner, ok := w.check.Owner(env, id)
 		switch {
@@ -317,10 +309,6 @@ func (w *pgWatcher) verifyEnvelopes(envs []int64) (claims, unanswered int, err e
 		default:
 			w.check.Violation("envelope %d: PostgreSQL holds packet %d claimed by %s, answered to nobody", env, id, user)
 		}
-		return nil
-	})
-	if err != nil {
-		return claims, unanswered, fmt.Errorf("read claims from PostgreSQL: %w", err)
 	}
 	return claims, unanswered, nil
 }
