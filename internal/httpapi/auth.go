@@ -35,7 +35,7 @@ func (a *API) serveAuthenticated(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		if challenge, ok := a.auth.authenticate(r); !ok {
 			w.Header().Set("WWW-Authenticate", challenge)
-			a.writeError(w, r, &apiError{http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token"})
+			a.writeError(w, r, errUnauthenticated)
 			return
 		}
 	}

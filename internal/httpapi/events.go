@@ -41,7 +41,7 @@ type eventsQuery struct {
 func (a *API) events(feed EventFeed) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if feed == nil {
-			a.writeError(w, r, &apiError{http.StatusServiceUnavailable, "unavailable", "the events feed is not served here"})
+			a.writeError(w, r, errFeedNotServed)
 			return
 		}
 		v, err := url.ParseQuery(r.URL.RawQuery)

@@ -49,7 +49,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, badRequest(fmt.Sprintf("request body is larger than %d bytes", limit))
+		return nil, bodyTooLargeErr(limit)
 	case err != nil:
 		return nil, badRequest("could not read request body")
 	}

@@ -107,12 +107,12 @@ func (rt *router) answerError(w http.ResponseWriter, r *http.Request, err error)
 }
 
 func (rt *router) notFound(w http.ResponseWriter, r *http.Request) {
-	rt.answerError(w, r, &apiError{http.StatusNotFound, "not_found", "no such route"})
+	rt.answerError(w, r, errNoRoute)
 }
 
 func (rt *router) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
-	rt.answerError(w, r, &apiError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed here"})
+	rt.answerError(w, r, methodNotAllowedErr(r.Method))
 }
 
 // ServeHTTP recovers from panics, so a bug in one request answers 500
@@ -125,7 +125,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			rt.logOf(r).Error("panic serving request", zap.String("path", r.URL.Path),
 				zap.Any("panic", p), zap.Stack("stack"))
-			rt.answerError(w, r, &apiError{http.StatusInternalServerError, "internal", "internal error"})
+			rt.answerError(w, r, errPanicked)
 		}
 	}()
 	// ServeMux would answer a path that is not clean ("//", "/./", "/../")
