@@ -121,6 +121,12 @@ func Load(getenv func(string) string) (Config, error) {
 		SenderDailyCents: int64(r.count("SENDER_DAILY_CENTS", 0)),
 	}
 	c.GrabberAuth = r.authMode("GRABBER_AUTH", c.GrabberAPIToken != "")
+	r.checkTogether(c)
+	return c, errors.Join(r.errs...)
+}
+
+// checkTogether refuses settings that are each valid but not together.
+func (r *reader) checkTogether(c Config) {
 	if c.AccessLog && (c.LogLevel == "warn" || c.LogLevel == "error") {
 		r.fail("ACCESS_LOG", "on", "its lines are written at level info, which LOG_LEVEL="+c.LogLevel+" drops; "+
 			"set LOG_LEVEL=info (or debug), or ACCESS_LOG=off")
@@ -152,7 +158,6 @@ func Load(getenv func(string) string) (Config, error) {
 	case c.LedgerArchiveDir != "" && !filepath.IsAbs(c.LedgerArchiveDir):
 		r.fail("LEDGER_ARCHIVE_DIR", c.LedgerArchiveDir, "must be an absolute path")
 	}
-	return c, errors.Join(r.errs...)
 }
 
 type reader struct {
