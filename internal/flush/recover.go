@@ -245,8 +245,13 @@ func (p Plan) redisLine() string {
 	if !p.Redis.Loaded {
 		return "  redis: holds no state for the envelope"
 	}
-	return fmt.Sprintf("  redis: status %s, %d claims (%d cents), %d packets in the pool",
+	line := fmt.Sprintf("  redis: status %s, %d claims (%d cents), %d packets in the pool",
 		p.Redis.Status, p.Redis.Claims, p.Redis.GrabbedCents, p.Redis.Remaining)
+	if p.Redis.Reloading {
+		line += fmt.Sprintf("; a reload is under way or stopped half-way (%d claims written back, "+
+			"the envelope not reopened): either action finishes it", p.Redis.ReloadedClaims)
+	}
+	return line
 }
 
 func (p Plan) effect() string {

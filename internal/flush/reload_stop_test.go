@@ -1,6 +1,7 @@
 package flush
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,10 @@ func TestReloadStoppedHalfWayIsFinishedByEither(t *testing.T) {
 			plan, err = f.PlanRecovery(ctx, id, action)
 			if err != nil || plan.Blocked != "" {
 				t.Fatalf("plan after the stopped reload = %+v, %v", plan, err)
+			}
+			var text bytes.Buffer
+			if err := plan.WriteText(&text); err != nil || !strings.Contains(text.String(), "stopped half-way (4 claims written back") {
+				t.Errorf("plan after the stopped reload does not say so:\n%s", text.String())
 			}
 			st, err := f.Recover(ctx, plan)
 			if err != nil {

@@ -176,12 +176,17 @@ type Live struct {
 	Remaining    int64      // packets left in the pool
 	Claims       int64      // users holding a packet
 	GrabbedCents int64
+	// Reloading: an operator's reload began and has not opened the
+	// envelope (it is under way, or stopped half-way); ReloadedClaims it
+	// has written. The other counts are of before it.
+	Reloading      bool
+	ReloadedClaims int64
 }
 
 // Live reads an envelope's live counts in one round trip.
 func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	pipe := s.rdb.Pipeline()
-	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), fieldStatus, fieldGrabbedCents, fieldClaimed)
+	meta := pipe.HMGet(ctx, s.keys.Meta(envelopeID), fieldStatus, fieldGrabbedCents, fieldClaimed, fieldReloading, fieldReloaded)
 	pool := pipe.LLen(ctx, s.keys.Pool(envelopeID))
 	legacy := pipe.HLen(ctx, s.keys.Claims(envelopeID))
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -207,7 +212,12 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 		}
 		claims += n
 	}
-	return Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims, GrabbedCents: grabbed}, nil
+	l := Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims, GrabbedCents: grabbed}
+	if _, ok := vals[3].(string); ok {
+		l.Reloading = true
+		l.ReloadedClaims, _ = strconv.ParseInt(fmt.Sprint(vals[4]), 10, 64) // a count reload_claims.lua keeps
+	}
+	return l, nil
 }
 
 // ShardPending returns how many claims wait in one shard's queue and in

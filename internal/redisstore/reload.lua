@@ -25,9 +25,9 @@
 --
 -- Reply {code}:
 --   RELOADED       open now
---   NOT_SUSPENDED  the meta is neither suspended nor forgotten, or does not
---                  carry the token (another reload began, or Redis lost
---                  it): nothing changed
+--   NOT_SUSPENDED  the meta is not suspended, or does not carry the token
+--                  (another reload began, or Redis lost it): nothing
+--                  changed
 --   UNSTAGED       the claims written or the packets staged are not all
 --                  there (the staging list expired, or Redis lost part of
 --                  what was written): nothing opened
@@ -56,7 +56,7 @@ local function done(code)
   return {code}
 end
 local meta = redis.call('HMGET', KEYS[1], 'status', 'reloading', 'reloaded_claims')
-if (meta[1] ~= 'suspended' and meta[1] ~= 'forgotten') or meta[2] ~= ARGV[1] then
+if meta[1] ~= 'suspended' or meta[2] ~= ARGV[1] then
   return done(NOT_SUSPENDED)
 end
 if tonumber(meta[3]) ~= claims or redis.call('LLEN', KEYS[4]) ~= count - claims then
@@ -73,9 +73,7 @@ if count > claims then
   redis.call('RENAME', KEYS[4], KEYS[2])
   redis.call('PERSIST', KEYS[2])
 end
--- A forgotten meta had a lifetime: the open envelope's lives until settled.
 redis.call('HDEL', KEYS[1], 'reloading', 'reloaded_claims')
-redis.call('PERSIST', KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'open', 'expires', ARGV[2],
   'count', ARGV[3], 'total', ARGV[4], 'grabbed_cents', ARGV[5],
   'starts', ARGV[8], 'password', ARGV[9], 'recipients', r, 'buckets', buckets, 'claimed', claims)

@@ -4,8 +4,7 @@
 -- Redis held and marks the meta with the reloader's token;
 -- reload_claims.lua then writes the claims PostgreSQL knows a chunk at a
 -- time, stage.lua stages the packets nobody claimed, and reload.lua opens
--- the envelope. Until then the meta keeps its status (suspended or
--- forgotten): every grab is refused.
+-- the envelope. Until then the meta says suspended: every grab is refused.
 --
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope
@@ -22,7 +21,9 @@
 -- little Redis held, or finds the forgotten one of a refund that stopped
 -- half-way (PostgreSQL still suspended, which it checked): either way
 -- grants have stopped. A missing meta means something else went on
--- meanwhile.
+-- meanwhile. A forgotten meta becomes suspended, for good (PostgreSQL says
+-- so too): the claims written next must not outlive it, nor a reload that
+-- stops half-way leave them behind without it.
 local BEGUN, NOT_SUSPENDED = 0, 1
 
 if #KEYS < 5 or not ARGV[1] or ARGV[1] == '' then
@@ -37,5 +38,10 @@ end
 for i = 2, #KEYS, 1000 do
   redis.call('UNLINK', unpack(KEYS, i, math.min(i + 999, #KEYS)))
 end
-redis.call('HSET', KEYS[1], 'reloading', ARGV[1], 'reloaded_claims', 0)
+if status == 'forgotten' then
+  -- As a suspension of an envelope Redis held nothing of leaves it.
+  redis.call('HSET', KEYS[1], 'grabbed_cents', 0)
+end
+redis.call('HSET', KEYS[1], 'status', 'suspended', 'reloading', ARGV[1], 'reloaded_claims', 0)
+redis.call('PERSIST', KEYS[1])
 return {BEGUN}

@@ -181,3 +181,46 @@ func TestReloadStagedPacketsLost(t *testing.T) {
 	}
 	wantReloaded(t, s, rdb, id, held, pool)
 }
+
+// A reload of the forgotten meta a refund that stopped half-way left (it
+// has a lifetime) makes it suspended for good: a reload that then stops
+// before its last step leaves no claims behind that outlive their meta,
+// and Live says a reload is under way.
+func TestReloadOfAForgottenMetaStoppedHalfWay(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	const id, n, claimed = 105, 300, 80
+	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	if err := s.Forget(t.Context(), id, n, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h := &argsHook{}
+	h.before = func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.Contains(scriptKey(cmd, 4), ":staging:") {
+			return errors.New("i/o timeout") // the last step, unsent
+		}
+		return nil
+	}
+	rdb.(*redis.Client).AddHook(h)
+	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err == nil {
+		t.Fatal("a reload whose last step failed reported no error")
+	}
+	k := s.Keys()
+	if st, ttl := rdb.HGet(t.Context(), k.Meta(id), "status").Val(), rdb.PTTL(t.Context(), k.Meta(id)).Val(); st != "suspended" || ttl != -1 {
+		t.Errorf("meta after the stopped reload: %q, expires in %v; want suspended, kept", st, ttl)
+	}
+	live, err := s.Live(t.Context(), id)
+	if err != nil || !live.Reloading || live.ReloadedClaims != claimed {
+		t.Errorf("Live after the stopped reload = %+v, %v; want a reload under way with %d claims written", live, err, claimed)
+	}
+	h.mu.Lock()
+	h.before = nil
+	h.mu.Unlock()
+	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+		t.Fatal(err)
+	}
+	wantReloaded(t, s, rdb, id, held, pool)
+	if live, _ := s.Live(t.Context(), id); live.Reloading {
+		t.Errorf("Live after the reload = %+v; want no reload under way", live)
+	}
+}
