@@ -44,7 +44,9 @@ func Up(databaseURL string) error {
 // the schema was already current (or another process applied them first);
 // with an error, those it applied before it. It returns the schema's
 // version too, after them: above Version when a newer build migrated the
-// database (the daemons accept it; nothing is applied).
+// database (the daemons accept it; nothing is applied); with an error, the
+// last version applied cleanly, a schema found dirty's own, or 0 when it
+// could not read it.
 // It waits for another process's migrations as long as ctx lasts (calling
 // waiting, when not nil, as it begins to), and once ctx ends applies no
 // further migration after the one under way.

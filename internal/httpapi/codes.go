@@ -1,8 +1,9 @@
 package httpapi
 
 // errorCode is the API's code of an error answer, as a client reads it in
-// {"error": {"code": ...}}: typed, so that only the codes the API documents
-// (docs/api.md, ErrorCode in docs/openapi.yaml) can be answered.
+// {"error": {"code": ...}}: typed, so that answers name the constants below,
+// the codes the API documents (docs/api.md, ErrorCode in docs/openapi.yaml),
+// rather than strings of their own.
 type errorCode string
 
 // The error codes the API documents, and no other.

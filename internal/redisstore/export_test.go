@@ -52,3 +52,12 @@ func Twin(s *Store) *Store { return New(s.rdb, s.keys.prefix, s.keys.shards) }
 
 // ReloadClaimsHash is the hash reload_claims.lua is called by.
 var ReloadClaimsHash = reloadClaimsScript.Hash()
+
+// BeginReload runs only a reload's first step, under a token of its own: a
+// second operator's reload that began and went no further.
+func BeginReload(ctx context.Context, s *Store, id int64, count int) error {
+	keys := append([]string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Recipients(id)},
+		s.keys.ClaimBucketKeys(id, count)...)
+	_, _, err := reloadBeginScript.Run(ctx, s.rdb, keys, stagingToken())
+	return err
+}

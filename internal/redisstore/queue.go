@@ -178,7 +178,9 @@ type Live struct {
 	GrabbedCents int64
 	// Reloading: an operator's reload began and has not opened the
 	// envelope (it is under way, or stopped half-way); ReloadedClaims it
-	// has written. The other counts are of before it.
+	// has written. Claims and GrabbedCents are then the meta's of before
+	// it (0 for a meta a refund left), Remaining 0: the reload dropped the
+	// pool first.
 	Reloading      bool
 	ReloadedClaims int64
 }
@@ -215,7 +217,10 @@ func (s *Store) Live(ctx context.Context, envelopeID int64) (Live, error) {
 	l := Live{Loaded: true, Status: MetaStatus(status), Remaining: pool.Val(), Claims: claims, GrabbedCents: grabbed}
 	if _, ok := vals[3].(string); ok {
 		l.Reloading = true
-		l.ReloadedClaims, _ = strconv.ParseInt(fmt.Sprint(vals[4]), 10, 64) // a count reload_claims.lua keeps
+		n, _ := vals[4].(string)
+		if l.ReloadedClaims, err = strconv.ParseInt(n, 10, 64); err != nil {
+			return Live{}, fmt.Errorf("live state of envelope %d: reloaded_claims %q", envelopeID, n)
+		}
 	}
 	return l, nil
 }

@@ -17,13 +17,16 @@ type HeldClaim struct {
 // Reload replaces an envelope's Redis state with PostgreSQL's: the claims in
 // held (their users can only repeat), the packets in pool, and an open meta
 // whose grabbed cents are those of held, with the envelope's gates. Redis
-// must show the envelope suspended or forgotten (ErrNotSuspended), and
-// grants stay stopped until the last step opens it.
+// must show the envelope suspended or forgotten (ErrNotSuspended).
 //
-// It goes in steps, none longer than a chunk of claims or packets, so that a large envelope does not hold its Redis (every shard on
-// it) for the whole reload: in one call, a million packets with half a
-// million claims held Redis for 3-5 s, past the client's read timeout, and
-// the reload was reported failed when it had opened the envelope.
+// It goes in steps (one that drops what Redis held, then a chunk of claims
+// or packets a call, then one that opens), so that a large envelope does
+// not hold its Redis (every shard on it) for the whole reload: in one call,
+// a million packets with half a million claims held Redis for 2.3-3.2 s,
+// up to the client's read timeout, and the reload could be reported failed
+// when it had opened the envelope (BENCHMARKS.md, "Reloading a large
+// envelope"). Until it opens, grabs are refused but a holder's repeat,
+// answered with the claim written back.
 func (s *Store) Reload(ctx context.Context, id int64, expiresAt time.Time, totalCents int64, count int, held []HeldClaim, pool []Packet, g Gates) error {
 	var grabbed int64
 	all := append(make([]Packet, 0, len(held)+len(pool)), pool...)

@@ -4,7 +4,8 @@
 -- Redis held and marks the meta with the reloader's token;
 -- reload_claims.lua then writes the claims PostgreSQL knows a chunk at a
 -- time, stage.lua stages the packets nobody claimed, and reload.lua opens
--- the envelope. Until then the meta says suspended: every grab is refused.
+-- the envelope. Until then the meta says suspended: every grab is refused
+-- but a holder's repeat, answered with the claim written back.
 --
 -- KEYS[1] meta hash of the envelope
 -- KEYS[2] pool list of the envelope

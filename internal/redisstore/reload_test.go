@@ -91,7 +91,7 @@ func TestReloadLargeEnvelopeInSteps(t *testing.T) {
 	}
 	// A chunk: 2,000 packets, or 500 claims of three arguments each.
 	if h.most > 2_100 {
-		t.Errorf("a command of the reload sent %d arguments; want every step at most a chunk", h.most)
+		t.Errorf("a command of the reload sent %d arguments; want each of its chunks' at most about 2,000", h.most)
 	}
 	wantReloaded(t, s, rdb, id, held, pool)
 	if c, err := s.Grab(t.Context(), id, "newcomer", time.Now()); err != nil || c.Repeat || c.PacketID != pool[len(pool)-1].ID {
@@ -222,5 +222,60 @@ func TestReloadOfAForgottenMetaStoppedHalfWay(t *testing.T) {
 	wantReloaded(t, s, rdb, id, held, pool)
 	if live, _ := s.Live(t.Context(), id); live.Reloading {
 		t.Errorf("Live after the reload = %+v; want no reload under way", live)
+	}
+}
+
+// Once a second reload has begun (its token in the meta), the first writes
+// nothing more and opens nothing, whether it is between two chunks of
+// claims or before its last step: its claims could be mixed with the
+// second's. The envelope stays suspended, and a reload run after it opens
+// it with PostgreSQL's state.
+func TestReloadOvertakenStopsAtItsNextStep(t *testing.T) {
+	t.Parallel()
+	for name, overtake := range map[string]func(cmd redis.Cmder, claimChunks *int) bool{
+		"between claim chunks": func(cmd redis.Cmder, claimChunks *int) bool {
+			if a := cmd.Args(); cmd.Name() == "evalsha" && a[1] == redisstore.ReloadClaimsHash {
+				*claimChunks++
+				return *claimChunks == 2
+			}
+			return false
+		},
+		"before the last step": func(cmd redis.Cmder, _ *int) bool {
+			return strings.Contains(scriptKey(cmd, 4), ":staging:")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStore(t)
+			const id, n, claimed = 106, 3_000, 1_200
+			held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+			h := &argsHook{}
+			chunks, began := 0, false
+			h.before = func(ctx context.Context, cmd redis.Cmder) error {
+				if !began && overtake(cmd, &chunks) {
+					began = true
+					if err := redisstore.BeginReload(ctx, s, id, n); err != nil {
+						t.Errorf("the second reload's begin: %v", err)
+					}
+				}
+				return nil
+			}
+			rdb.(*redis.Client).AddHook(h)
+			err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{})
+			if !began || !errors.Is(err, redisstore.ErrNotSuspended) {
+				t.Fatalf("overtaken reload = %v (second begun: %v); want ErrNotSuspended", err, began)
+			}
+			if st := rdb.HGet(t.Context(), s.Keys().Meta(id), "status").Val(); st != "suspended" {
+				t.Fatalf("status after the overtaken reload = %q, want suspended", st)
+			}
+			wantNoStaging(t, rdb, s, id)
+			h.mu.Lock()
+			h.before = nil
+			h.mu.Unlock()
+			if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+				t.Fatal(err)
+			}
+			wantReloaded(t, s, rdb, id, held, pool)
+		})
 	}
 }
