@@ -86,9 +86,8 @@ func bestShown(e pgstore.Envelope) bool {
 }
 
 // HistoryKey is where a page of a user's history starts: before the
-// envelope Envelope, or, for a cursor given out while histories were read
-// by grab time, before the envelope of the packet Packet. Zero: the newest.
-type HistoryKey struct{ Envelope, Packet int64 }
+// envelope Envelope. Zero: the newest.
+type HistoryKey struct{ Envelope int64 }
 
 // UserClaims lists up to limit claims of a user newest envelope first (a
 // user holds one packet per envelope), those before the key.
@@ -96,11 +95,7 @@ func (s *Service) UserClaims(ctx context.Context, userID string, before HistoryK
 	if err := envelope.ValidateUserID("user_id", userID); err != nil {
 		return nil, err
 	}
-	envelopeID, err := s.historyStart(ctx, before)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.pg.UserClaims(ctx, userID, envelopeID, limit)
+	rows, err := s.pg.UserClaims(ctx, userID, historyStart(before), limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -112,21 +107,11 @@ func (s *Service) UserClaims(ctx context.Context, userID string, before HistoryK
 }
 
 // historyStart is the envelope before which a history page starts.
-func (s *Service) historyStart(ctx context.Context, k HistoryKey) (int64, error) {
-	switch {
-	case k.Envelope != 0:
-		return k.Envelope, nil
-	case k.Packet == 0:
-		return maxKey, nil
+func historyStart(k HistoryKey) int64 {
+	if k.Envelope != 0 {
+		return k.Envelope
 	}
-	id, err := s.pg.PacketEnvelope(ctx, k.Packet)
-	if errors.Is(err, pgstore.ErrNotFound) {
-		return 0, &envelope.FieldError{Field: "before", Problem: "its packet is gone from the ledger; start from the first page"}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return id, nil
+	return maxKey
 }
 
 // farFuture is after every claim and envelope: the time before which a

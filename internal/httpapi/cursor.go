@@ -72,18 +72,22 @@ func historyCursor(envelopeID int64) string {
 }
 
 // parseHistoryCursor reads a cursor of a user's history. One given out while
-// histories were read by grab time ("u": a time and a packet) still works:
-// the page goes on before that packet's envelope.
+// histories were read by grab time ("u": a time and a packet) is refused
+// with a word on why: no page by envelope can go on from it without
+// skipping claims (those grabbed earlier in newer envelopes).
 func parseHistoryCursor(s string) (grab.HistoryKey, error) {
-	if parts, ok := decodeCursor(s, "h", 1); ok {
-		id, err := strconv.ParseInt(parts[0], 10, 64)
-		if err != nil || id <= 0 || historyCursor(id) != s {
-			return grab.HistoryKey{}, badRequest("before: not a cursor of this list")
+	parts, ok := decodeCursor(s, "h", 1)
+	if !ok {
+		if _, _, err := parseTimeCursor(s, "u"); err == nil {
+			return grab.HistoryKey{}, badRequest("before: a cursor from before histories were listed by envelope; start again from the first page")
 		}
-		return grab.HistoryKey{Envelope: id}, nil
+		return grab.HistoryKey{}, badRequest("before: not a cursor of this list")
 	}
-	_, packet, err := parseTimeCursor(s, "u")
-	return grab.HistoryKey{Packet: packet}, err
+	id, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || id <= 0 || historyCursor(id) != s {
+		return grab.HistoryKey{}, badRequest("before: not a cursor of this list")
+	}
+	return grab.HistoryKey{Envelope: id}, nil
 }
 
 func encodeCursor(list string, fields ...string) string {

@@ -75,19 +75,6 @@ func (s *Store) UserClaims(ctx context.Context, userID string, beforeEnvelopeID 
 	return rows, nil
 }
 
-// PacketEnvelope is the envelope of packet id; ErrNotFound when there is no
-// such packet.
-func (s *Store) PacketEnvelope(ctx context.Context, packetID int64) (int64, error) {
-	id, err := s.q.PacketEnvelope(ctx, packetID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("packet %d: %w", packetID, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("envelope of packet %d: %w", packetID, err)
-	}
-	return id, nil
-}
-
 // SenderEnvelopes lists up to limit envelopes of a sender newest first,
 // those before the key (beforeAt, beforeID).
 func (s *Store) SenderEnvelopes(ctx context.Context, senderID string, beforeAt time.Time, beforeID int64, limit int) ([]Envelope, error) {

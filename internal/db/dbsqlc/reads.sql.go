@@ -326,19 +326,6 @@ func (q *Queries) InsertSplitCommitment(ctx context.Context, arg InsertSplitComm
 	return err
 }
 
-const PacketEnvelope = `-- name: PacketEnvelope :one
-SELECT envelope_id FROM packet_pool WHERE id = $1
-`
-
-// PacketEnvelope is the envelope of a packet: where a history cursor from
-// before histories were read by envelope goes on.
-func (q *Queries) PacketEnvelope(ctx context.Context, packetID int64) (int64, error) {
-	row := q.db.QueryRow(ctx, PacketEnvelope, packetID)
-	var envelope_id int64
-	err := row.Scan(&envelope_id)
-	return envelope_id, err
-}
-
 const SenderEnvelopesPage = `-- name: SenderEnvelopesPage :many
 SELECT id, shard, share_code, sender_id, total_cents, count, status, created_at, expires_at, settled_at, claimed_cents, refunded_cents, suspended_at, suspend_reason, kind, recipients_count, password_digest, greeting, metadata, starts_at, closed_at, best_packet_id, best_amount_cents FROM envelopes
 WHERE sender_id = $1::text

@@ -32,11 +32,6 @@ LIMIT @max_rows;
 -- the claims the flusher writes.
 SELECT id, sender_id FROM envelopes WHERE id = ANY(@ids::bigint[]);
 
--- name: PacketEnvelope :one
--- PacketEnvelope is the envelope of a packet: where a history cursor from
--- before histories were read by envelope goes on.
-SELECT envelope_id FROM packet_pool WHERE id = @packet_id;
-
 -- name: SenderEnvelopesPage :many
 -- SenderEnvelopesPage lists a sender's envelopes newest first, those before
 -- the key (before_at, before_id) exclusive, by envelopes_sender_idx.
