@@ -33,9 +33,15 @@ end
 local meta = redis.call('HMGET', KEYS[1], 'status', 'grabbed_cents', 'claimed')
 local pool = redis.call('LLEN', KEYS[2])
 local claims = redis.call('HLEN', KEYS[3]) + (tonumber(meta[3]) or 0)
+-- A full Redis (maxmemory, noeviction) refuses a script's first write that
+-- may grow memory (HSET), and no write after another: each path below
+-- begins with a write it never refuses (DEL, PERSIST), so that a close,
+-- which frees the pool, and a suspension, which stops grants, go through
+-- when Redis is full.
 local before = meta[1]
 if not before then
   if to == 'suspended' then
+    redis.call('DEL', KEYS[1]) -- there is none: changes nothing
     redis.call('HSET', KEYS[1], 'status', 'suspended', 'grabbed_cents', 0)
   end
   return {NO_META}
@@ -45,16 +51,16 @@ if before ~= 'open' and before ~= 'closed' then
   return reply
 end
 if to == 'suspended' then
-  redis.call('HSET', KEYS[1], 'status', 'suspended')
   redis.call('PERSIST', KEYS[1])
+  redis.call('HSET', KEYS[1], 'status', 'suspended')
   redis.call('PERSIST', KEYS[3])
   for i = 5, #KEYS do
     redis.call('PERSIST', KEYS[i])
   end
   return reply
 end
-redis.call('HSET', KEYS[1], 'status', 'closed')
 redis.call('DEL', KEYS[2], KEYS[4])
+redis.call('HSET', KEYS[1], 'status', 'closed')
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
 for i = 5, #KEYS do

@@ -118,12 +118,16 @@ func TookNothing(err error) bool {
 // WaitForReplicas) or moving (TRYAGAIN), the cluster or the master is down
 // (CLUSTERDOWN, MASTERDOWN), the data is still loading (LOADING), or the
 // node is a replica, where every write is refused, the first included
-// (READONLY). Calls are sent at most once, so go-redis hands these back.
+// (READONLY), or Redis is full (OOM: it refuses a script's first write that
+// may grow memory, never one after another write, so a script refused so
+// has written nothing). Calls are sent at most once, so go-redis hands
+// these back.
 func refusedUnrun(err error) bool {
 	_, moved := redis.IsMovedError(err)
 	_, ask := redis.IsAskError(err)
 	return moved || ask || redis.IsTryAgainError(err) || redis.IsClusterDownError(err) ||
-		redis.IsMasterDownError(err) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
+		redis.IsMasterDownError(err) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err) ||
+		redis.HasErrorPrefix(err, "OOM")
 }
 
 // maxGrabAttempts bounds how often a grab is asked again after its shard

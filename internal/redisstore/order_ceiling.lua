@@ -61,6 +61,12 @@ elseif ARGV[3] == identity then
 else
   return {FENCE, identity}
 end
+-- A full Redis (maxmemory, noeviction) refuses a script's first write that
+-- may grow memory, and no write after another: EXPIRE, which it never
+-- refuses, goes first (on a hash that does not exist yet it changes
+-- nothing), so the range PostgreSQL just reserved is never lost to a full
+-- Redis, and grabs do not reserve range after range while it is full.
+redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('HSET', KEYS[1], 'counter', counter, 'ceiling', ceiling, 'identity', identity)
 redis.call('EXPIRE', KEYS[1], ttl)
 return {RAISED, {counter, ceiling}}
