@@ -25,6 +25,9 @@ func startEvents(ctx context.Context, g *errgroup.Group, cleanups *daemon.Cleanu
 	if err := pg.RecordWebhooks(ctx, ev.WebhookEnabled()); err != nil {
 		return err
 	}
+	if err := pg.RecordEventsRetention(ctx, ev.Retention); err != nil {
+		return err
+	}
 	retention := &events.Retention{Store: pg, Age: ev.Retention, DeliveredOnly: ev.WebhookEnabled(), Log: log}
 	g.Go(func() error { return retention.Run(ctx) })
 	if !ev.WebhookEnabled() {

@@ -173,3 +173,13 @@ func (s *Store) RecordWebhooks(ctx context.Context, on bool) error {
 	}
 	return nil
 }
+
+// RecordEventsRetention records the flushers' EVENTS_RETENTION, which
+// `flusher retention` run from cron without their settings must not go
+// below (an envelope's removal deletes its events).
+func (s *Store) RecordEventsRetention(ctx context.Context, d time.Duration) error {
+	if err := s.q.RecordEventsRetention(ctx, int64(d/time.Second)); err != nil {
+		return fmt.Errorf("record EVENTS_RETENTION: %w", err)
+	}
+	return nil
+}

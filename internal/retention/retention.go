@@ -101,6 +101,9 @@ var (
 	// says what is wrong). The run goes on past it and ends with this error,
 	// naming it (Result.Unbalanced).
 	ErrUnbalanced = errors.New("money does not add up")
+	// ErrShorterThanEvents: the age asked for is below the EVENTS_RETENTION
+	// the flushers recorded; nothing is removed.
+	ErrShorterThanEvents = errors.New("refused: shorter than the flushers' events retention")
 )
 
 // Run removes what is due. An error after some batches committed leaves
@@ -117,11 +120,22 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Result, error) {
 		o.Batch = DefaultBatch
 	}
 	started := now()
-	recorded, err := dbsqlc.New(pool).WebhooksRecorded(ctx)
+	q := dbsqlc.New(pool)
+	recorded, err := q.WebhooksRecorded(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("retention: whether the flushers send webhooks: %w", err)
 	}
 	o.DeliveredOnly = o.DeliveredOnly || recorded
+	// An envelope goes with its events: not before the flushers' own
+	// EVENTS_RETENTION, which a run from cron may not have been given.
+	secs, err := q.EventsRetentionRecorded(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("retention: the flushers' EVENTS_RETENTION: %w", err)
+	}
+	if kept := time.Duration(secs) * time.Second; o.OlderThan < kept {
+		return Result{}, fmt.Errorf("%w: the flushers keep events for %s (their EVENTS_RETENTION), and removing "+
+			"envelopes settled %s ago would delete events feed readers are promised", ErrShorterThanEvents, kept, o.OlderThan)
+	}
 	r := &run{pool: pool, o: o, cutoff: started.Add(-o.OlderThan), started: started}
 	r.res.KeptUndelivered = o.DeliveredOnly
 	if o.DryRun {

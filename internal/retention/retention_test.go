@@ -193,6 +193,35 @@ func TestRecordedWebhooksKeepUndeliveredEnvelopes(t *testing.T) {
 	}
 }
 
+// A run below the EVENTS_RETENTION the flushers recorded (a cron job's
+// environment without it) is refused, removing nothing: an envelope's
+// removal deletes its events, which feed readers are promised that long.
+func TestRecordedEventsRetentionBoundsTheAge(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	seed(t, pool, 1, 4, "settled", now.Add(-10*24*time.Hour))
+	pg := pgstore.New(pool)
+	if err := pg.RecordEventsRetention(t.Context(), 30*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		o := options(t, 7*24*time.Hour)
+		o.DryRun = dry
+		if res, err := Run(t.Context(), pool, o); !errors.Is(err, ErrShorterThanEvents) || res.Removed.Envelopes != 0 {
+			t.Fatalf("run (dry %v) of 7 days under a recorded 30: %+v, %v; want ErrShorterThanEvents", dry, res, err)
+		}
+	}
+	if count(t, pool, 1)["envelopes"] != 1 {
+		t.Fatal("the envelope was removed by a refused run")
+	}
+	if err := pg.RecordEventsRetention(t.Context(), 7*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Run(t.Context(), pool, options(t, 7*24*time.Hour)); err != nil || res.Removed.Envelopes != 1 {
+		t.Errorf("run of 7 days under a recorded 7: %+v, %v; want envelope 1 removed", res, err)
+	}
+}
+
 // The claim events of runs hold an envelope back the same way: it stays
 // while its run is not delivered to its last event, and goes once it is.
 func TestDeliveredOnlyWaitsForClaimRuns(t *testing.T) {

@@ -377,7 +377,7 @@ type SequenceNumber struct {
 
 // Settings every process must agree on, read at start; one row per setting.
 type ServiceSetting struct {
-	// The setting: redis_shards (how many Redis shards envelopes are spread over); webhooks (1 when the flushers send webhooks, WEBHOOK_URL, else 0; recorded by each flusher at start).
+	// The setting: redis_shards (how many Redis shards envelopes are spread over); webhooks (1 when the flushers send webhooks, WEBHOOK_URL, else 0); events_retention_s (the flushers' EVENTS_RETENTION in seconds). The last two are recorded by each flusher at start.
 	Name string
 	// Its value. redis_shards never changes once envelopes exist: an envelope's shard is its id modulo it.
 	Value int64

@@ -9,6 +9,19 @@ import (
 	"context"
 )
 
+const EventsRetentionRecorded = `-- name: EventsRetentionRecorded :one
+SELECT coalesce(max(value), 0)::bigint AS seconds FROM service_settings WHERE name = 'events_retention_s'
+`
+
+// EventsRetentionRecorded is the EVENTS_RETENTION the flushers last
+// recorded, in seconds (0 when none recorded it).
+func (q *Queries) EventsRetentionRecorded(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, EventsRetentionRecorded)
+	var seconds int64
+	err := row.Scan(&seconds)
+	return seconds, err
+}
+
 const LockMigrations = `-- name: LockMigrations :exec
 SELECT pg_advisory_lock($1::bigint)
 `
@@ -17,6 +30,19 @@ SELECT pg_advisory_lock($1::bigint)
 // process holds while it applies migrations; it ends with the session.
 func (q *Queries) LockMigrations(ctx context.Context, lockKey int64) error {
 	_, err := q.db.Exec(ctx, LockMigrations, lockKey)
+	return err
+}
+
+const RecordEventsRetention = `-- name: RecordEventsRetention :exec
+INSERT INTO service_settings (name, value) VALUES ('events_retention_s', $1::bigint)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+WHERE service_settings.value IS DISTINCT FROM excluded.value
+`
+
+// RecordEventsRetention records the flushers' EVENTS_RETENTION, in seconds,
+// for the operator commands that run without their settings.
+func (q *Queries) RecordEventsRetention(ctx context.Context, seconds int64) error {
+	_, err := q.db.Exec(ctx, RecordEventsRetention, seconds)
 	return err
 }
 

@@ -29,3 +29,15 @@ SELECT pg_try_advisory_lock(sqlc.arg(lock_key)::bigint);
 
 -- name: UnlockMigrations :exec
 SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint);
+
+-- name: RecordEventsRetention :exec
+-- RecordEventsRetention records the flushers' EVENTS_RETENTION, in seconds,
+-- for the operator commands that run without their settings.
+INSERT INTO service_settings (name, value) VALUES ('events_retention_s', @seconds::bigint)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+WHERE service_settings.value IS DISTINCT FROM excluded.value;
+
+-- name: EventsRetentionRecorded :one
+-- EventsRetentionRecorded is the EVENTS_RETENTION the flushers last
+-- recorded, in seconds (0 when none recorded it).
+SELECT coalesce(max(value), 0)::bigint AS seconds FROM service_settings WHERE name = 'events_retention_s';
