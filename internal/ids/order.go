@@ -66,6 +66,10 @@ type OrderNumbers struct {
 	mu      sync.Mutex
 	flights map[flightKey]*flight
 	closed  bool
+	// unrecorded is each shard's day's range PostgreSQL reserved whose
+	// recording in Redis failed: the next raise records it rather than
+	// reserving another (see raise).
+	unrecorded map[flightKey]reserved
 
 	failed   int       // raises failed since the last warning
 	warnedAt time.Time // of the last warning
@@ -303,15 +307,29 @@ const fenceTries = 3
 // is reserved again before fencing for it. A range refused is never used:
 // a raise retried by the client on a newly promoted replica is refused too,
 // as the fence names the Redis it is for.
+//
+// A range whose recording failed otherwise (a timeout, a Redis that went
+// away) is kept and recorded by the next raise of its shard's day for the
+// same fence: each grab that found no number would otherwise reserve a
+// range, and a Redis failing for a while used up the shard's day. Recording
+// a range twice changes nothing (the ceiling only grows), and one reserved
+// after an identity was seen still is when recorded later.
 func (o *OrderNumbers) raise(ctx context.Context, k flightKey, fenceFor string) error {
 	for range fenceTries {
-		old, upto, err := o.pg.ReserveOrderNos(ctx, k.date, k.shard, o.step)
-		if err != nil {
-			return fmt.Errorf("reserve order numbers of shard %d on %s: %w", k.shard, k.date, err)
+		r, ok := o.takeUnrecorded(k, fenceFor)
+		if !ok {
+			old, upto, err := o.pg.ReserveOrderNos(ctx, k.date, k.shard, o.step)
+			if err != nil {
+				return fmt.Errorf("reserve order numbers of shard %d on %s: %w", k.shard, k.date, err)
+			}
+			r = reserved{old: old, upto: upto, fenceFor: fenceFor}
 		}
-		_, err = o.store.RaiseOrderCeiling(ctx, k.shard, k.date, old, upto, fenceFor)
+		_, err := o.store.RaiseOrderCeiling(ctx, k.shard, k.date, r.old, r.upto, fenceFor)
 		var short *redisstore.OrderShortage
 		if !errors.As(err, &short) {
+			if err != nil {
+				o.keepUnrecorded(k, r)
+			}
 			return err
 		}
 		fenceFor = short.Identity
@@ -319,4 +337,41 @@ func (o *OrderNumbers) raise(ctx context.Context, k flightKey, fenceFor string) 
 			zap.Int("shard", k.shard), zap.String("date", k.date), zap.String("redis", fenceFor))
 	}
 	return fmt.Errorf("order numbers of shard %d on %s: redis changed during each of %d fences", k.shard, k.date, fenceTries)
+}
+
+// reserved is a range of a shard's day PostgreSQL reserved, (old, upto],
+// for a raise fencing for fenceFor ("" for a plain raise).
+type reserved struct {
+	old, upto int64
+	fenceFor  string
+}
+
+// takeUnrecorded takes the range of k whose recording failed, if it was
+// reserved for the same fence.
+func (o *OrderNumbers) takeUnrecorded(k flightKey, fenceFor string) (reserved, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.unrecorded[k]
+	if !ok || r.fenceFor != fenceFor {
+		return reserved{}, false
+	}
+	delete(o.unrecorded, k)
+	return r, true
+}
+
+// keepUnrecorded keeps a range of k whose recording failed for the next
+// raise, and drops those of days before k's (dates in yyyyMMdd sort as
+// days do), which no raise asks for again.
+func (o *OrderNumbers) keepUnrecorded(k flightKey, r reserved) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.unrecorded == nil {
+		o.unrecorded = map[flightKey]reserved{}
+	}
+	for old := range o.unrecorded {
+		if old.date < k.date {
+			delete(o.unrecorded, old)
+		}
+	}
+	o.unrecorded[k] = r
 }

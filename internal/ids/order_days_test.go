@@ -1,10 +1,15 @@
 package ids
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -88,5 +93,55 @@ func TestOrderNumbersNextDayReservedOnce(t *testing.T) {
 	// A new hash is fenced on its first raise: two reservations a shard.
 	if n := res.calls.Load(); n > 8 {
 		t.Errorf("%d reservations for the next day's 4 shards, want one raise each", n)
+	}
+}
+
+// A range PostgreSQL reserved whose recording in Redis failed is recorded
+// by the next raise rather than another reserved: while Redis fails, grabs
+// that find no number do not use up the shard's day range by range.
+func TestOrderNumbersUnrecordedRangeIsKept(t *testing.T) {
+	t.Parallel()
+	res := countingReserver(t)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	var failing atomic.Bool
+	failing.Store(true)
+	rdb.(*redis.Client).AddHook(failCeilingHook{on: &failing})
+	newOrders(t, s, res, OrderConfig{Step: 3})
+	now := midday()
+	loadEnvelope(t, s, 1, 50, now)
+	for u := range 20 {
+		if _, err := s.Grab(t.Context(), 1, fmt.Sprint("u", u), now); err == nil {
+			t.Fatalf("grab %d granted while no order number could be recorded", u)
+		}
+	}
+	if n := res.calls.Load(); n > 2 {
+		t.Errorf("%d ranges reserved for 20 grabs whose raises failed to record one; want the first kept (at most 2: a plain one and a fence)", n)
+	}
+	failing.Store(false)
+	if _, err := s.Grab(t.Context(), 1, "late", now); err != nil {
+		t.Errorf("grab once Redis records again = %v", err)
+	}
+}
+
+// failCeilingHook fails order_ceiling.lua's calls (their one key is a
+// shard's order-number hash), unsent, while on.
+type failCeilingHook struct{ on *atomic.Bool }
+
+func (h failCeilingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h failCeilingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h failCeilingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if h.on.Load() && len(a) > 3 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") &&
+			fmt.Sprint(a[2]) == "1" && strings.Contains(fmt.Sprint(a[3]), ":order:") {
+			err := errors.New("i/o timeout")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
 	}
 }
