@@ -41,7 +41,8 @@ func exported(t *testing.T) map[string]family {
 		checks := map[string]telemetry.Check{"postgres": ok, "redis": ok}
 		telemetry.Grabber.MustRegister(telemetry.NewDependencyCollector(checks))
 		telemetry.Flusher.MustRegister(telemetry.NewDependencyCollector(checks),
-			telemetry.NewLedgerCollector(func(context.Context) (telemetry.Ledger, error) { return telemetry.Ledger{}, nil }))
+			telemetry.NewLedgerCollector(func(context.Context) (telemetry.Ledger, error) { return telemetry.Ledger{}, nil }),
+			telemetry.NewRedisMemoryCollector(func(context.Context) (float64, error) { return 0, nil }))
 		mux := http.NewServeMux()
 		mux.Handle("GET /x", http.NotFoundHandler())
 		telemetry.InstrumentHTTP(mux).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))

@@ -143,3 +143,26 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(auditAtDesc, prometheus.GaugeValue, at)
 	ch <- prometheus.MustNewConstMetric(auditViolationsDesc, prometheus.GaugeValue, float64(l.Audit.Violations))
 }
+
+var redisMemory = prometheus.NewDesc("redpacket_redis_memory_used_ratio",
+	"The fullest Redis master's used_memory over its maxmemory at this scrape (0 without maxmemory); "+
+		"absent when Redis did not answer.", nil, nil)
+
+// NewRedisMemoryCollector exports redpacket_redis_memory_used_ratio, read
+// at every scrape: a Redis that reaches maxmemory refuses grabs and creates
+// (noeviction), and its ping still answers, so readiness does not show it.
+func NewRedisMemoryCollector(read func(context.Context) (float64, error)) prometheus.Collector {
+	return redisMemoryCollector(read)
+}
+
+type redisMemoryCollector func(context.Context) (float64, error)
+
+func (c redisMemoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- redisMemory }
+
+func (c redisMemoryCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	if ratio, err := c(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(redisMemory, prometheus.GaugeValue, ratio)
+	}
+}

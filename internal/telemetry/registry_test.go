@@ -32,7 +32,8 @@ var (
 		"redpacket_webhook_deliveries_total", "redpacket_events_pruned_total",
 		"redpacket_envelopes_finished_total", "redpacket_refunded_cents_total", "redpacket_settled_cents_total",
 		"redpacket_suspended_envelopes", "redpacket_webhook_pending_events",
-		"redpacket_audit_last_run_timestamp_seconds", "redpacket_audit_violations"}
+		"redpacket_audit_last_run_timestamp_seconds", "redpacket_audit_violations",
+		"redpacket_redis_memory_used_ratio"}
 )
 
 // testRegistries are the daemons' registries as they stand once started:
@@ -44,7 +45,8 @@ func testRegistries(ledger func(context.Context) (Ledger, error)) (grabber, flus
 	grabber = newRegistry(grabberCollectors()...)
 	grabber.MustRegister(NewDependencyCollector(up))
 	flusher = newRegistry(flusherCollectors()...)
-	flusher.MustRegister(NewDependencyCollector(up), NewLedgerCollector(ledger))
+	flusher.MustRegister(NewDependencyCollector(up), NewLedgerCollector(ledger),
+		NewRedisMemoryCollector(func(context.Context) (float64, error) { return 0.5, nil }))
 	return grabber, flusher
 }
 
