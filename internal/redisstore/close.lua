@@ -35,13 +35,13 @@ local pool = redis.call('LLEN', KEYS[2])
 local claims = redis.call('HLEN', KEYS[3]) + (tonumber(meta[3]) or 0)
 -- A full Redis (maxmemory, noeviction) refuses a script's first write that
 -- may grow memory (HSET), and no write after another: each path below
--- begins with a write it never refuses (DEL, PERSIST), so that a close,
+-- begins with a write it never refuses (PERSIST, DEL), so that a close,
 -- which frees the pool, and a suspension, which stops grants, go through
 -- when Redis is full.
 local before = meta[1]
 if not before then
   if to == 'suspended' then
-    redis.call('DEL', KEYS[1]) -- there is none: changes nothing
+    redis.call('PERSIST', KEYS[1]) -- a suspended meta is kept, as below
     redis.call('HSET', KEYS[1], 'status', 'suspended', 'grabbed_cents', 0)
   end
   return {NO_META}
