@@ -23,20 +23,7 @@ import (
 // test may change, and returns a client on it.
 func privateRedis(t *testing.T) (*redis.Client, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	srv, err := throwaway.StartRedis(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	opts, err := redis.ParseURL(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	return c, srv.URL
+	return testenv.PrivateRedis(t)
 }
 
 func configSet(t *testing.T, c *redis.Client, kv ...string) {

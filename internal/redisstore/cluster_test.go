@@ -272,9 +272,9 @@ func TestClusterReloadInSteps(t *testing.T) {
 	t.Parallel()
 	s, rdb := newClusterStore(t, testShards)
 	const id, n, claimed = 46, 5_000, 2_500
-	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
-	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+	c := suspendedWithClaims(t, s, id, n, claimed)
+	if err := c.reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wantReloaded(t, s, rdb, id, held, pool)
+	wantReloaded(t, s, rdb, id, c.held, c.pool)
 }

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"redpacket/internal/redisstore"
-	"redpacket/internal/testenv/throwaway"
+	"redpacket/internal/testenv"
 )
 
 // fullStore is a Store on a Redis of this test's own, and a function that
@@ -17,19 +16,7 @@ import (
 // refuses every command that may grow memory.
 func fullStore(t *testing.T) (*redisstore.Store, *redis.Client, func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	srv, err := throwaway.StartRedis(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	opts, err := redis.ParseURL(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
+	c, _ := testenv.PrivateRedis(t)
 	fill := func() {
 		if err := c.ConfigSet(t.Context(), "maxmemory-policy", "noeviction").Err(); err != nil {
 			t.Fatal(err)

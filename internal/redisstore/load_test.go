@@ -171,6 +171,13 @@ type argsHook struct {
 	before func(ctx context.Context, cmd redis.Cmder) error
 }
 
+// stop ends the step run before each command.
+func (h *argsHook) stop() {
+	h.mu.Lock()
+	h.before = nil
+	h.mu.Unlock()
+}
+
 func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
@@ -318,9 +325,7 @@ func TestLoadEnvelopeStagedPacketsLost(t *testing.T) {
 	if exists(t, rdb, s.Keys().Meta(id)) || exists(t, rdb, s.Keys().Pool(id)) {
 		t.Fatal("meta or pool written though the packets were lost")
 	}
-	h.mu.Lock()
-	h.before = nil
-	h.mu.Unlock()
+	h.stop()
 	loaded, err = s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
 	if err != nil || !loaded || llen(t, rdb, s.Keys().Pool(id)) != n {
 		t.Fatalf("second LoadEnvelope = %v, %v with %d pooled; want true, nil, %d", loaded, err, llen(t, rdb, s.Keys().Pool(id)), n)

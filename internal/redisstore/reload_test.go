@@ -14,10 +14,26 @@ import (
 	"redpacket/internal/redisstore"
 )
 
+// suspendedCase is an envelope suspended with claims, as PostgreSQL would
+// hold them, and what a reload is given.
+type suspendedCase struct {
+	s     *redisstore.Store
+	id    int64
+	n     int
+	total int64
+	held  []redisstore.HeldClaim
+	pool  []redisstore.Packet
+}
+
+// reload is the operator's reload of the envelope.
+func (c suspendedCase) reload(ctx context.Context) error {
+	return c.s.Reload(ctx, c.id, time.Now().Add(time.Hour), c.total, c.n, c.held, c.pool, redisstore.Gates{})
+}
+
 // suspendedWithClaims loads an envelope of n packets, suspends it, and
-// returns the claims PostgreSQL would hold of its first claimed packets
-// (users u0, u1, ...) and the packets nobody claimed.
-func suspendedWithClaims(t *testing.T, s *redisstore.Store, id int64, n, claimed int) ([]redisstore.HeldClaim, []redisstore.Packet, int64) {
+// returns it with the claims PostgreSQL would hold of its first claimed
+// packets (users u0, u1, ...) and the packets nobody claimed.
+func suspendedWithClaims(t *testing.T, s *redisstore.Store, id int64, n, claimed int) suspendedCase {
 	t.Helper()
 	ps, total := makePackets(1, n)
 	if loaded, err := s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps); err != nil || !loaded {
@@ -26,7 +42,7 @@ func suspendedWithClaims(t *testing.T, s *redisstore.Store, id int64, n, claimed
 	if _, err := s.Suspend(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	return heldClaims(ps, claimed), ps[claimed:], total
+	return suspendedCase{s: s, id: id, n: n, total: total, held: heldClaims(ps, claimed), pool: ps[claimed:]}
 }
 
 // heldClaims are claims of the first claimed packets of ps, by users u0,
@@ -83,19 +99,19 @@ func TestReloadLargeEnvelopeInSteps(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	const id, n, claimed = 101, 12_000, 5_000
-	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	c := suspendedWithClaims(t, s, id, n, claimed)
 	h := &argsHook{}
 	rdb.(*redis.Client).AddHook(h)
-	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+	if err := c.reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// A chunk: 2,000 packets, or 500 claims of three arguments each.
 	if h.most > 2_100 {
 		t.Errorf("a command of the reload sent %d arguments; want each of its chunks' at most about 2,000", h.most)
 	}
-	wantReloaded(t, s, rdb, id, held, pool)
-	if c, err := s.Grab(t.Context(), id, "newcomer", time.Now()); err != nil || c.Repeat || c.PacketID != pool[len(pool)-1].ID {
-		t.Errorf("a new user after the reload = %+v, %v; want the pool's last packet (grabs pop from its end)", c, err)
+	wantReloaded(t, s, rdb, id, c.held, c.pool)
+	if got, err := s.Grab(t.Context(), id, "newcomer", time.Now()); err != nil || got.Repeat || got.PacketID != c.pool[len(c.pool)-1].ID {
+		t.Errorf("a new user after the reload = %+v, %v; want the pool's last packet (grabs pop from its end)", got, err)
 	}
 }
 
@@ -105,7 +121,7 @@ func TestReloadClaimsWrittenTwice(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	const id, n, claimed = 102, 3_000, 2_500
-	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	c := suspendedWithClaims(t, s, id, n, claimed)
 	h := &argsHook{}
 	type resent struct{}
 	h.before = func(ctx context.Context, cmd redis.Cmder) error {
@@ -115,10 +131,10 @@ func TestReloadClaimsWrittenTwice(t *testing.T) {
 		return nil
 	}
 	rdb.(*redis.Client).AddHook(h)
-	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+	if err := c.reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wantReloaded(t, s, rdb, id, held, pool)
+	wantReloaded(t, s, rdb, id, c.held, c.pool)
 }
 
 // A reload overtaken by another (a second operator's) changes nothing more
@@ -128,15 +144,13 @@ func TestReloadOvertakenByAnother(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	const id, n, claimed = 103, 4_500, 1_000
-	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	c := suspendedWithClaims(t, s, id, n, claimed)
 	h := &argsHook{}
 	var other error
 	h.before = func(ctx context.Context, cmd redis.Cmder) error {
 		if strings.Contains(scriptKey(cmd, 4), ":staging:") && other == nil { // the first's last step
-			h.mu.Lock()
-			h.before = nil
-			h.mu.Unlock()
-			other = s.Reload(ctx, id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{})
+			h.stop()
+			other = c.reload(ctx)
 			if other == nil {
 				other = errors.New("none")
 			}
@@ -144,11 +158,11 @@ func TestReloadOvertakenByAnother(t *testing.T) {
 		return nil
 	}
 	rdb.(*redis.Client).AddHook(h)
-	err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{})
+	err := c.reload(t.Context())
 	if !errors.Is(err, redisstore.ErrNotSuspended) || other == nil || other.Error() != "none" {
 		t.Fatalf("overtaken reload = %v, the other's = %v; want ErrNotSuspended and the other done", err, other)
 	}
-	wantReloaded(t, s, rdb, id, held, pool)
+	wantReloaded(t, s, rdb, id, c.held, c.pool)
 }
 
 // Staged packets gone before the last step (the list expired, or Redis
@@ -157,7 +171,7 @@ func TestReloadStagedPacketsLost(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	const id, n, claimed = 104, 3_000, 100
-	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	c := suspendedWithClaims(t, s, id, n, claimed)
 	h := &argsHook{}
 	h.before = func(ctx context.Context, cmd redis.Cmder) error {
 		if key := scriptKey(cmd, 4); strings.Contains(key, ":staging:") {
@@ -166,20 +180,18 @@ func TestReloadStagedPacketsLost(t *testing.T) {
 		return nil
 	}
 	rdb.(*redis.Client).AddHook(h)
-	err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{})
+	err := c.reload(t.Context())
 	if !errors.Is(err, redisstore.ErrUnstaged) {
 		t.Fatalf("Reload = %v, want ErrUnstaged", err)
 	}
 	if st := rdb.HGet(t.Context(), s.Keys().Meta(id), "status").Val(); st != "suspended" {
 		t.Errorf("status after a reload that lost its packets = %q, want suspended", st)
 	}
-	h.mu.Lock()
-	h.before = nil
-	h.mu.Unlock()
-	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+	h.stop()
+	if err := c.reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wantReloaded(t, s, rdb, id, held, pool)
+	wantReloaded(t, s, rdb, id, c.held, c.pool)
 }
 
 // A reload of the forgotten meta a refund that stopped half-way left (it
@@ -190,7 +202,7 @@ func TestReloadOfAForgottenMetaStoppedHalfWay(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	const id, n, claimed = 105, 300, 80
-	held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+	c := suspendedWithClaims(t, s, id, n, claimed)
 	if err := s.Forget(t.Context(), id, n, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +214,7 @@ func TestReloadOfAForgottenMetaStoppedHalfWay(t *testing.T) {
 		return nil
 	}
 	rdb.(*redis.Client).AddHook(h)
-	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err == nil {
+	if err := c.reload(t.Context()); err == nil {
 		t.Fatal("a reload whose last step failed reported no error")
 	}
 	k := s.Keys()
@@ -213,13 +225,11 @@ func TestReloadOfAForgottenMetaStoppedHalfWay(t *testing.T) {
 	if err != nil || !live.Reloading || live.ReloadedClaims != claimed {
 		t.Errorf("Live after the stopped reload = %+v, %v; want a reload under way with %d claims written", live, err, claimed)
 	}
-	h.mu.Lock()
-	h.before = nil
-	h.mu.Unlock()
-	if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+	h.stop()
+	if err := c.reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wantReloaded(t, s, rdb, id, held, pool)
+	wantReloaded(t, s, rdb, id, c.held, c.pool)
 	if live, _ := s.Live(t.Context(), id); live.Reloading {
 		t.Errorf("Live after the reload = %+v; want no reload under way", live)
 	}
@@ -248,7 +258,7 @@ func TestReloadOvertakenStopsAtItsNextStep(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStore(t)
 			const id, n, claimed = 106, 3_000, 1_200
-			held, pool, total := suspendedWithClaims(t, s, id, n, claimed)
+			c := suspendedWithClaims(t, s, id, n, claimed)
 			h := &argsHook{}
 			chunks, began := 0, false
 			h.before = func(ctx context.Context, cmd redis.Cmder) error {
@@ -261,7 +271,7 @@ func TestReloadOvertakenStopsAtItsNextStep(t *testing.T) {
 				return nil
 			}
 			rdb.(*redis.Client).AddHook(h)
-			err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{})
+			err := c.reload(t.Context())
 			if !began || !errors.Is(err, redisstore.ErrNotSuspended) {
 				t.Fatalf("overtaken reload = %v (second begun: %v); want ErrNotSuspended", err, began)
 			}
@@ -269,13 +279,11 @@ func TestReloadOvertakenStopsAtItsNextStep(t *testing.T) {
 				t.Fatalf("status after the overtaken reload = %q, want suspended", st)
 			}
 			wantNoStaging(t, rdb, s, id)
-			h.mu.Lock()
-			h.before = nil
-			h.mu.Unlock()
-			if err := s.Reload(t.Context(), id, time.Now().Add(time.Hour), total, n, held, pool, redisstore.Gates{}); err != nil {
+			h.stop()
+			if err := c.reload(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			wantReloaded(t, s, rdb, id, held, pool)
+			wantReloaded(t, s, rdb, id, c.held, c.pool)
 		})
 	}
 }

@@ -77,3 +77,24 @@ func redisContainer(ctx context.Context) (string, error) {
 	}
 	return c.ConnectionString(ctx)
 }
+
+// PrivateRedis starts a redis-server of this test's own, whose settings the
+// test may change (CONFIG SET), and returns a client on it and its URL. It
+// is stopped when the test ends.
+func PrivateRedis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	srv, err := throwaway.StartRedis(ctx)
+	if err != nil {
+		t.Fatalf("testenv: private Redis: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	opts, err := redis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, srv.URL
+}
