@@ -308,12 +308,15 @@ const fenceTries = 3
 // a raise retried by the client on a newly promoted replica is refused too,
 // as the fence names the Redis it is for.
 //
-// A range whose recording failed otherwise (a timeout, a Redis that went
-// away) is kept and recorded by the next raise of its shard's day for the
-// same fence: each grab that found no number would otherwise reserve a
+// A plain raise's range whose recording failed otherwise (a timeout, a
+// Redis that went away) is kept and recorded by the next plain raise of its
+// shard's day: each grab that found no number would otherwise reserve a
 // range, and a Redis failing for a while used up the shard's day. Recording
-// a range twice changes nothing (the ceiling only grows), and one reserved
-// after an identity was seen still is when recorded later.
+// a plain range twice changes nothing (under the same identity the counter
+// and the ceiling only grow; under another, it is refused with FENCE and
+// dropped). A fence's range is never kept: recorded late, after its call
+// ran with its answer lost and the hash was lost again, it would move the
+// counter back below numbers already answered.
 func (o *OrderNumbers) raise(ctx context.Context, k flightKey, fenceFor string) error {
 	for range fenceTries {
 		r, ok := o.takeUnrecorded(k, fenceFor)
@@ -322,12 +325,12 @@ func (o *OrderNumbers) raise(ctx context.Context, k flightKey, fenceFor string) 
 			if err != nil {
 				return fmt.Errorf("reserve order numbers of shard %d on %s: %w", k.shard, k.date, err)
 			}
-			r = reserved{old: old, upto: upto, fenceFor: fenceFor}
+			r = reserved{old: old, upto: upto}
 		}
 		_, err := o.store.RaiseOrderCeiling(ctx, k.shard, k.date, r.old, r.upto, fenceFor)
 		var short *redisstore.OrderShortage
 		if !errors.As(err, &short) {
-			if err != nil {
+			if err != nil && fenceFor == "" {
 				o.keepUnrecorded(k, r)
 			}
 			return err
@@ -339,38 +342,38 @@ func (o *OrderNumbers) raise(ctx context.Context, k flightKey, fenceFor string) 
 	return fmt.Errorf("order numbers of shard %d on %s: redis changed during each of %d fences", k.shard, k.date, fenceTries)
 }
 
-// reserved is a range of a shard's day PostgreSQL reserved, (old, upto],
-// for a raise fencing for fenceFor ("" for a plain raise).
-type reserved struct {
-	old, upto int64
-	fenceFor  string
-}
+// reserved is a range of a shard's day PostgreSQL reserved for a plain
+// raise, (old, upto].
+type reserved struct{ old, upto int64 }
 
-// takeUnrecorded takes the range of k whose recording failed, if it was
-// reserved for the same fence.
+// takeUnrecorded takes the range of k whose recording failed, for a plain
+// raise.
 func (o *OrderNumbers) takeUnrecorded(k flightKey, fenceFor string) (reserved, bool) {
+	if fenceFor != "" {
+		return reserved{}, false
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.unrecorded[k]
-	if !ok || r.fenceFor != fenceFor {
-		return reserved{}, false
-	}
 	delete(o.unrecorded, k)
-	return r, true
+	return r, ok
 }
 
-// keepUnrecorded keeps a range of k whose recording failed for the next
-// raise, and drops those of days before k's (dates in yyyyMMdd sort as
-// days do), which no raise asks for again.
+// keepUnrecorded keeps a plain range of k whose recording failed for the
+// next plain raise, and drops those of days before the one grabs are
+// numbered in now (dates in yyyyMMdd sort as days do), which no raise asks
+// for again.
 func (o *OrderNumbers) keepUnrecorded(k flightKey, r reserved) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.unrecorded == nil {
 		o.unrecorded = map[flightKey]reserved{}
 	}
-	for old := range o.unrecorded {
-		if old.date < k.date {
-			delete(o.unrecorded, old)
+	if d := o.day.Load(); d != nil {
+		for old := range o.unrecorded {
+			if old.date < d.date {
+				delete(o.unrecorded, old)
+			}
 		}
 	}
 	o.unrecorded[k] = r

@@ -96,27 +96,36 @@ func TestOrderNumbersNextDayReservedOnce(t *testing.T) {
 	}
 }
 
-// A range PostgreSQL reserved whose recording in Redis failed is recorded
-// by the next raise rather than another reserved: while Redis fails, grabs
-// that find no number do not use up the shard's day range by range.
+// A plain raise's range PostgreSQL reserved whose recording in Redis
+// failed is recorded by the next raise rather than another reserved: while
+// Redis fails, grabs that find no number do not use up the shard's day
+// range by range. (A fence's range is never kept: see raise.)
 func TestOrderNumbersUnrecordedRangeIsKept(t *testing.T) {
 	t.Parallel()
 	res := countingReserver(t)
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	var failing atomic.Bool
-	failing.Store(true)
 	rdb.(*redis.Client).AddHook(failCeilingHook{on: &failing})
 	newOrders(t, s, res, OrderConfig{Step: 3})
 	now := midday()
 	loadEnvelope(t, s, 1, 50, now)
-	for u := range 20 {
-		if _, err := s.Grab(t.Context(), 1, fmt.Sprint("u", u), now); err == nil {
-			t.Fatalf("grab %d granted while no order number could be recorded", u)
+	var u int
+	for ; u < 4; u++ { // the day's first range fenced, the next raised
+		if _, err := s.Grab(t.Context(), 1, fmt.Sprint("u", u), now); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if n := res.calls.Load(); n > 2 {
-		t.Errorf("%d ranges reserved for 20 grabs whose raises failed to record one; want the first kept (at most 2: a plain one and a fence)", n)
+	failing.Store(true)
+	before, failed := res.calls.Load(), 0
+	for range 20 {
+		if _, err := s.Grab(t.Context(), 1, fmt.Sprint("u", u), now); err != nil {
+			failed++
+		}
+		u++
+	}
+	if n := res.calls.Load() - before; failed < 15 || n > 2 {
+		t.Errorf("%d ranges reserved while %d grabs failed to record one; want at least 15 failed and the first range kept (at most 2)", n, failed)
 	}
 	failing.Store(false)
 	if _, err := s.Grab(t.Context(), 1, "late", now); err != nil {
@@ -143,5 +152,68 @@ func (h failCeilingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		return next(ctx, cmd)
+	}
+}
+
+// A fence whose call ran but whose answer was lost is not recorded again
+// later: after the shard's hash is lost once more, that late record would
+// move the counter back below numbers already answered.
+func TestOrderNumbersLostFenceAnswerIsNotReused(t *testing.T) {
+	t.Parallel()
+	res := countingReserver(t)
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix, 4)
+	var lose atomic.Bool
+	lose.Store(true)
+	rdb.(*redis.Client).AddHook(loseFenceAnswerHook{on: &lose})
+	newOrders(t, s, res, OrderConfig{Step: 100})
+	now := midday()
+	loadEnvelope(t, s, 1, 50, now)
+	_, _ = s.Grab(t.Context(), 1, "first", now) // the day's fence runs; its answer is lost
+	lose.Store(false)
+	seen := map[string]bool{}
+	grab := func(u string) {
+		c, err := s.Grab(t.Context(), 1, u, now)
+		if err != nil {
+			t.Fatalf("grab %s: %v", u, err)
+		}
+		if seen[c.OrderNo] {
+			t.Fatalf("order number %s answered twice", c.OrderNo)
+		}
+		seen[c.OrderNo] = true
+	}
+	for u := range 4 {
+		grab(fmt.Sprint("a", u))
+	}
+	// The shard's hash is lost (its Redis keeps its identity).
+	if err := rdb.Del(t.Context(), s.Keys().Orders(s.Keys().Shard(1), now.UTC().Format("20060102"))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for u := range 4 {
+		grab(fmt.Sprint("b", u))
+	}
+}
+
+// loseFenceAnswerHook runs order_ceiling.lua's fences (a fourth argument,
+// the identity fenced for, not empty) and then fails them, as if their
+// answer was lost, while on.
+type loseFenceAnswerHook struct{ on *atomic.Bool }
+
+func (h loseFenceAnswerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h loseFenceAnswerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h loseFenceAnswerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		fence := len(a) > 6 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") &&
+			fmt.Sprint(a[2]) == "1" && strings.Contains(fmt.Sprint(a[3]), ":order:") && fmt.Sprint(a[6]) != ""
+		err := next(ctx, cmd)
+		if fence && h.on.Load() && err == nil {
+			err = errors.New("i/o timeout")
+			cmd.SetErr(err)
+		}
+		return err
 	}
 }
