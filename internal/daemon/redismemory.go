@@ -31,21 +31,35 @@ func (c *Clients) RedisMemory(ctx context.Context) (float64, error) {
 	}
 }
 
+// redisMemory is masterMemory of a single server, or the most of the
+// masters of a cluster that answered: one that does not must not hide
+// another that fills up (readiness reports the one down).
 func redisMemory(ctx context.Context, c redis.UniversalClient) (float64, error) {
 	cc, ok := c.(*redis.ClusterClient)
 	if !ok {
 		return masterMemory(ctx, c)
 	}
 	var mu sync.Mutex
-	most := 0.0
+	most, answered := 0.0, 0
+	var last error
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		r, err := masterMemory(ctx, m)
 		mu.Lock()
-		most = max(most, r)
-		mu.Unlock()
-		return err
+		defer mu.Unlock()
+		if err != nil {
+			last = fmt.Errorf("master %s: %w", m.Options().Addr, err)
+			return nil
+		}
+		most, answered = max(most, r), answered+1
+		return nil
 	})
-	return most, err
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("redis memory: %w", err)
+	case answered == 0 && last != nil:
+		return 0, last
+	}
+	return most, nil
 }
 
 // masterMemory reads one master's used_memory / maxmemory.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"redpacket/internal/daemon"
+	"redpacket/internal/testenv"
 )
 
 // How full Redis is: used_memory over maxmemory, 0 without a maxmemory.
@@ -25,5 +26,14 @@ func TestRedisMemory(t *testing.T) {
 	}
 	if _, err := clients.RedisMemory(t.Context()); err == nil {
 		t.Error("a closed client answered how full Redis is")
+	}
+}
+
+// A cluster answers for its fullest master.
+func TestRedisMemoryOfACluster(t *testing.T) {
+	t.Parallel()
+	c, _ := testenv.RedisCluster(t)
+	if r, err := (&daemon.Clients{Redis: c}).RedisMemory(t.Context()); err != nil || r < 0 {
+		t.Errorf("a cluster's memory: %v, %v", r, err)
 	}
 }

@@ -46,6 +46,11 @@ for i = 5, #KEYS, 1000 do
     return {INCONSISTENT}
   end
 end
+-- A full Redis refuses a script's first write that may grow memory (HSET),
+-- and no write after another: PERSIST (of a meta that does not exist: it
+-- changes nothing) goes first, so an envelope can be given up while Redis
+-- is full.
+redis.call('PERSIST', KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'grabbed_cents', 0)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {FAILED}

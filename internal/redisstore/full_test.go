@@ -83,3 +83,19 @@ func TestScriptsThatMustRunWhenRedisIsFull(t *testing.T) {
 		t.Errorf("ceiling after the raise on the full Redis: %q, want 1000", n)
 	}
 }
+
+// A full Redis still lets the repair give up an envelope that never loaded.
+func TestGiveUpWhenRedisIsFull(t *testing.T) {
+	t.Parallel()
+	s, c, fill := fullStore(t)
+	if err := c.Set(t.Context(), s.Keys().Epoch(s.Keys().Shard(7)), "e1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fill()
+	if wasLoaded, err := s.Fail(t.Context(), "e1", 7, 10, time.Hour); err != nil || wasLoaded {
+		t.Fatalf("Fail on the full Redis = %v, %v; want the envelope given up", wasLoaded, err)
+	}
+	if st := c.HGet(t.Context(), s.Keys().Meta(7), "status").Val(); st != "failed" {
+		t.Errorf("status after Fail on the full Redis = %q, want failed", st)
+	}
+}

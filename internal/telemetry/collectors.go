@@ -145,8 +145,9 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 var redisMemory = prometheus.NewDesc("redpacket_redis_memory_used_ratio",
-	"The fullest Redis master's used_memory over its maxmemory at this scrape (0 without maxmemory); "+
-		"absent when Redis did not answer.", nil, nil)
+	"The fullest Redis master's used_memory over its maxmemory at this scrape, of the masters that answered "+
+		"(0 without maxmemory; absent when none answered). used_memory counts replication and AOF buffers, "+
+		"which Redis leaves out when it refuses writes: it can pass 1 before anything is refused.", nil, nil)
 
 // NewRedisMemoryCollector exports redpacket_redis_memory_used_ratio, read
 // at every scrape: a Redis that reaches maxmemory refuses grabs and creates
