@@ -127,15 +127,7 @@ func TestApplyStopsBetweenMigrations(t *testing.T) {
 // build's version: nothing is applied, and the error says dirty.
 func TestApplyRefusesADirtySchema(t *testing.T) {
 	t.Parallel()
-	url := testenv.EmptyPostgresURL(t)
-	if _, _, err := migrations.Apply(t.Context(), url, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	url, c := migrated(t)
 	if _, err := c.Exec(t.Context(), "UPDATE schema_migrations SET dirty = true"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +141,21 @@ func TestApplyRefusesADirtySchema(t *testing.T) {
 // Apply says the database's version, not this build's.
 func TestApplyOnANewerSchemaSaysItsVersion(t *testing.T) {
 	t.Parallel()
+	url, c := migrated(t)
+	if _, err := c.Exec(t.Context(), "UPDATE schema_migrations SET version = $1", migrations.Version+1); err != nil {
+		t.Fatal(err)
+	}
+	applied, version, err := migrations.Apply(t.Context(), url, nil)
+	if err != nil || len(applied) != 0 || version != migrations.Version+1 {
+		t.Fatalf("Apply on a newer schema = %v, version %d, %v; want nothing applied at version %d",
+			applied, version, err, migrations.Version+1)
+	}
+}
+
+// migrated is a database with every migration applied, and a connection to
+// it for the test to change its schema's record.
+func migrated(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
 	url := testenv.EmptyPostgresURL(t)
 	if _, _, err := migrations.Apply(t.Context(), url, nil); err != nil {
 		t.Fatal(err)
@@ -158,12 +165,5 @@ func TestApplyOnANewerSchemaSaysItsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	if _, err := c.Exec(t.Context(), "UPDATE schema_migrations SET version = $1", migrations.Version+1); err != nil {
-		t.Fatal(err)
-	}
-	applied, version, err := migrations.Apply(t.Context(), url, nil)
-	if err != nil || len(applied) != 0 || version != migrations.Version+1 {
-		t.Fatalf("Apply on a newer schema = %v, version %d, %v; want nothing applied at version %d",
-			applied, version, err, migrations.Version+1)
-	}
+	return url, c
 }

@@ -106,7 +106,7 @@ func TestOrderNumbersUnrecordedRangeIsKept(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := redisstore.New(rdb, prefix, 4)
 	var failing atomic.Bool
-	rdb.(*redis.Client).AddHook(failCeilingHook{on: &failing})
+	rdb.(*redis.Client).AddHook(ceilingHook{on: &failing})
 	newOrders(t, s, res, OrderConfig{Step: 3})
 	now := midday()
 	loadEnvelope(t, s, 1, 50, now)
@@ -133,28 +133,6 @@ func TestOrderNumbersUnrecordedRangeIsKept(t *testing.T) {
 	}
 }
 
-// failCeilingHook fails order_ceiling.lua's calls (their one key is a
-// shard's order-number hash), unsent, while on.
-type failCeilingHook struct{ on *atomic.Bool }
-
-func (h failCeilingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h failCeilingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h failCeilingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		a := cmd.Args()
-		if h.on.Load() && len(a) > 3 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") &&
-			fmt.Sprint(a[2]) == "1" && strings.Contains(fmt.Sprint(a[3]), ":order:") {
-			err := errors.New("i/o timeout")
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-
 // A fence whose call ran but whose answer was lost is not recorded again
 // later: after the shard's hash is lost once more, that late record would
 // move the counter back below numbers already answered.
@@ -165,7 +143,7 @@ func TestOrderNumbersLostFenceAnswerIsNotReused(t *testing.T) {
 	s := redisstore.New(rdb, prefix, 4)
 	var lose atomic.Bool
 	lose.Store(true)
-	rdb.(*redis.Client).AddHook(loseFenceAnswerHook{on: &lose})
+	rdb.(*redis.Client).AddHook(ceilingHook{on: &lose, afterRun: true})
 	newOrders(t, s, res, OrderConfig{Step: 100})
 	now := midday()
 	loadEnvelope(t, s, 1, 50, now)
@@ -194,26 +172,38 @@ func TestOrderNumbersLostFenceAnswerIsNotReused(t *testing.T) {
 	}
 }
 
-// loseFenceAnswerHook runs order_ceiling.lua's fences (a fourth argument,
-// the identity fenced for, not empty) and then fails them, as if their
-// answer was lost, while on.
-type loseFenceAnswerHook struct{ on *atomic.Bool }
+// ceilingHook fails order_ceiling.lua's calls (their one key is a shard's
+// order-number hash) while on: unsent, or, with afterRun, once they ran (an
+// answer lost), and then only fences (their fourth argument, the identity
+// fenced for, not empty).
+type ceilingHook struct {
+	on       *atomic.Bool
+	afterRun bool
+}
 
-func (h loseFenceAnswerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h loseFenceAnswerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h ceilingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h ceilingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-func (h loseFenceAnswerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h ceilingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		a := cmd.Args()
-		fence := len(a) > 6 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") &&
-			fmt.Sprint(a[2]) == "1" && strings.Contains(fmt.Sprint(a[3]), ":order:") && fmt.Sprint(a[6]) != ""
+		hit := h.on.Load() && len(a) > 6 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") &&
+			fmt.Sprint(a[2]) == "1" && strings.Contains(fmt.Sprint(a[3]), ":order:")
+		if hit && !h.afterRun {
+			return failWith(cmd)
+		}
 		err := next(ctx, cmd)
-		if fence && h.on.Load() && err == nil {
-			err = errors.New("i/o timeout")
-			cmd.SetErr(err)
+		if hit && err == nil && fmt.Sprint(a[6]) != "" {
+			return failWith(cmd)
 		}
 		return err
 	}
+}
+
+func failWith(cmd redis.Cmder) error {
+	err := errors.New("i/o timeout")
+	cmd.SetErr(err)
+	return err
 }
