@@ -120,20 +120,23 @@ func (s *Service) repeatOnly(ctx context.Context, id int64, userID, password str
 
 // reserveCents counts a create's cents on its sender's day (the day of now,
 // the create's own time), and returns what gives them back if no envelope
-// is written.
+// is written. A reservation whose answer was lost (the script may have run)
+// is given back at once: the create fails having written nothing.
 func (s *Service) reserveCents(ctx context.Context, req envelope.CreateRequest, now time.Time) (func(), error) {
 	l := s.safety.limiter
 	client, _ := reqctx.ClientName(ctx)
-	err := l.ReserveCents(ctx, client, req.SenderID, req.TotalCents, now)
+	r, err := l.ReserveCents(ctx, client, req.SenderID, req.TotalCents, now)
+	giveBack := func() {
+		if err := l.ReleaseCents(context.WithoutCancel(ctx), r); err != nil {
+			reqctx.Logger(ctx, s.log).Warn("sender's reserved cents not given back", zap.Error(err))
+		}
+	}
 	switch {
 	case errors.Is(err, limits.ErrExceeded):
 		return nil, err
 	case err != nil:
+		giveBack()
 		return nil, fmt.Errorf("%w: sender limit: %w", ErrUnavailable, err)
 	}
-	return func() {
-		if err := l.ReleaseCents(context.WithoutCancel(ctx), client, req.SenderID, req.TotalCents, now); err != nil {
-			reqctx.Logger(ctx, s.log).Warn("sender's reserved cents not given back", zap.Error(err))
-		}
-	}, nil
+	return giveBack, nil
 }

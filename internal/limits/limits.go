@@ -8,7 +8,9 @@ package limits
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -124,25 +126,44 @@ func (l *Limiter) Release(ctx context.Context, r Reservation, repeat bool) error
 	return err
 }
 
-// ReserveCents counts a create's cents on the sender's day, or returns
-// ErrExceeded having counted nothing. Give them back with ReleaseCents if the
-// create writes no envelope.
-func (l *Limiter) ReserveCents(ctx context.Context, client, senderID string, cents int64, now time.Time) error {
-	if l == nil || l.c.SenderDailyCents == 0 {
-		return nil
-	}
-	_, _, err := senderReserve.Run(ctx, l.rdb, []string{l.keys.SenderDailyCents(client, senderID, l.day(now))},
-		cents, l.c.SenderDailyCents, int64(counterTTL/time.Second))
-	return err
+// CentsReservation is what ReserveCents counted for one create; the zero
+// value holds nothing.
+type CentsReservation struct {
+	keys []string // the sender's day counter and this create's reservation
 }
 
-// ReleaseCents gives back what ReserveCents counted.
-func (l *Limiter) ReleaseCents(ctx context.Context, client, senderID string, cents int64, now time.Time) error {
+// reservationTTL is how long a create's reservation can be given back: a
+// create that fails later keeps its cents counted (the cap is never passed).
+const reservationTTL = 10 * time.Minute
+
+// ReserveCents counts a create's cents on the sender's day, or returns
+// ErrExceeded having counted nothing. Give them back with ReleaseCents if the
+// create writes no envelope. On any other error the reservation is returned
+// too: the script may have run with its answer lost, and releasing it gives
+// back what it counted, if anything.
+func (l *Limiter) ReserveCents(ctx context.Context, client, senderID string, cents int64, now time.Time) (
+	CentsReservation, error) {
 	if l == nil || l.c.SenderDailyCents == 0 {
+		return CentsReservation{}, nil
+	}
+	token := make([]byte, 12)
+	_, _ = rand.Read(token) // never fails (crypto/rand)
+	r := CentsReservation{keys: []string{l.keys.SenderDailyCents(client, senderID, l.day(now)),
+		l.keys.SenderReservation(client, senderID, hex.EncodeToString(token))}}
+	_, _, err := senderReserve.Run(ctx, l.rdb, r.keys, cents, l.c.SenderDailyCents, int64(counterTTL/time.Second),
+		int64(reservationTTL/time.Second))
+	if errors.Is(err, ErrExceeded) {
+		return CentsReservation{}, err
+	}
+	return r, err
+}
+
+// ReleaseCents gives back what ReserveCents counted for r, at most once.
+func (l *Limiter) ReleaseCents(ctx context.Context, r CentsReservation) error {
+	if r.keys == nil {
 		return nil
 	}
-	_, _, err := senderReserve.Run(ctx, l.rdb, []string{l.keys.SenderDailyCents(client, senderID, l.day(now))},
-		-cents, l.c.SenderDailyCents, int64(counterTTL/time.Second))
+	_, _, err := senderRelease.Run(ctx, l.rdb, r.keys)
 	return err
 }
 
@@ -155,6 +176,8 @@ var (
 	userReleaseSource string
 	//go:embed sender_reserve.lua
 	senderReserveSource string
+	//go:embed sender_release.lua
+	senderReleaseSource string
 
 	userReserve = redisscript.New("user_reserve.lua", userReserveSource,
 		redisscript.Reply{Code: admitted, Name: "ADMITTED"},
@@ -165,8 +188,11 @@ var (
 	senderReserve = redisscript.New("sender_reserve.lua", senderReserveSource,
 		redisscript.Reply{Code: reserved, Name: "RESERVED"},
 		redisscript.Reply{Code: senderCapped, Name: "CAPPED", Err: ErrExceeded})
+	senderRelease = redisscript.New("sender_release.lua", senderReleaseSource,
+		redisscript.Reply{Code: centsReleased, Name: "RELEASED"},
+		redisscript.Reply{Code: centsNotHeld, Name: "NOT_HELD"})
 
-	scripts = []*redisscript.Script{userReserve, userRelease, senderReserve}
+	scripts = []*redisscript.Script{userReserve, userRelease, senderReserve, senderRelease}
 )
 
 // The bucket's fields, the words the scripts quote.
@@ -176,10 +202,12 @@ const (
 )
 
 const (
-	admitted     redisscript.Code = 0
-	rateLimited  redisscript.Code = 1
-	userCapped   redisscript.Code = 2
-	released     redisscript.Code = 0
-	reserved     redisscript.Code = 0
-	senderCapped redisscript.Code = 1
+	admitted      redisscript.Code = 0
+	rateLimited   redisscript.Code = 1
+	userCapped    redisscript.Code = 2
+	released      redisscript.Code = 0
+	reserved      redisscript.Code = 0
+	senderCapped  redisscript.Code = 1
+	centsReleased redisscript.Code = 0
+	centsNotHeld  redisscript.Code = 1
 )

@@ -212,7 +212,20 @@ func (k Keys) UserDailyGrabs(client, userID, day string) string {
 // SenderDailyCents counts the cents a sender put into envelopes on day
 // yyyyMMdd (SENDER_DAILY_CENTS).
 func (k Keys) SenderDailyCents(client, senderID, day string) string {
-	return "{" + k.prefix + ":snd:" + strconv.Itoa(len(client)) + ":" + client + ":" + senderID + "}:cents:" + day
+	return k.sender(client, senderID) + ":cents:" + day
+}
+
+// sender is the hash tag of a sender's keys, one slot per client and sender.
+func (k Keys) sender(client, senderID string) string {
+	return "{" + k.prefix + ":snd:" + strconv.Itoa(len(client)) + ":" + client + ":" + senderID + "}"
+}
+
+// SenderReservation holds the cents one create counted on its sender's day
+// (SenderDailyCents), under a token of the create's own, so that giving them
+// back gives back what that create counted and no more. It shares the
+// counter's slot.
+func (k Keys) SenderReservation(client, senderID, token string) string {
+	return k.sender(client, senderID) + ":held:" + token
 }
 
 // CreateUnderWay marks a create with an Idempotency-Key as under way (for a
