@@ -36,7 +36,10 @@ func (e *GivenUpError) Unwrap() error { return ErrUnavailable }
 const pruneKeys = 16
 
 // createMarkTTL bounds how long a keyed create's mark (Keys.CreateUnderWay)
-// outlives a grabber that died making it: longer than any create takes.
+// outlives a grabber that died making it. A create that takes longer (one
+// waiting on a lock a DBA holds) renews its mark every third of it
+// (keepMark): a repeat is told to wait, not refused for the cents this one
+// holds, nor left waiting on this one's uncommitted key.
 const createMarkTTL = time.Minute
 
 // Render turns a created envelope into the answer's body.
@@ -66,7 +69,7 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	// wait (409), rather than refused for the cents this one holds or made
 	// again. The mark outlives a create that dies (createMarkTTL); past it,
 	// the key row decides (a repeat waits on the first's uncommitted key).
-	mark, err := s.redis.MarkCreate(ctx, client, ir.Key, ir.Fingerprint, createMarkTTL)
+	mark, err := s.redis.MarkCreate(ctx, client, ir.Key, ir.Fingerprint, s.safety.createMarkTTL)
 	switch {
 	case errors.Is(err, redisstore.ErrCreateUnderWay):
 		return idempotency.Answer{}, idempotency.ErrInProgress
@@ -83,6 +86,7 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 			reqctx.Logger(ctx, s.log).Warn("idempotent create's mark not removed; it expires", zap.Error(err))
 		}
 	}()
+	defer s.keepMark(ctx, client, ir.Key, mark)()
 	key := &pgstore.IdempotencyKey{Client: client, Key: ir.Key, RequestSHA256: ir.Fingerprint,
 		CreatedAt: now, ExpiresAt: now.Add(s.safety.idempotencyTTL)}
 	e, err := s.create(ctx, req, key)
@@ -105,6 +109,38 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	defer cancel()
 	s.pruneKeys(ctx, now)
 	return s.record(ctx, client, ir.Key, e, render, false)
+}
+
+// keepMark renews a keyed create's mark every third of its lifetime until
+// the returned stop is called (which waits for the renewer to end). A
+// renewal that fails is tried again at the next; a mark found gone (another
+// create's now) is left alone.
+func (s *Service) keepMark(ctx context.Context, client, key, mark string) (stop func()) {
+	ttl := s.safety.createMarkTTL
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
+			err := s.redis.RenewCreateMark(rctx, client, key, mark, ttl)
+			cancel()
+			switch {
+			case errors.Is(err, redisstore.ErrCreateMarkGone):
+				reqctx.Logger(ctx, s.log).Warn("idempotent create's mark expired while it was under way")
+				return
+			case err != nil:
+				reqctx.Logger(ctx, s.log).Warn("idempotent create's mark not renewed; will retry", zap.Error(err))
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }
 
 // repeat answers a request whose key has a live row.

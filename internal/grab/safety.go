@@ -20,10 +20,12 @@ type safety struct {
 	idempotencyTTL time.Duration
 	limiter        *limits.Limiter
 	finished       *finishedEnvelopes // envelopes seen finished, for limited grabs
+	createMarkTTL  time.Duration      // createMarkTTL; tests shorten it
 }
 
 func newSafety(c Safety) safety {
-	s := safety{idempotencyTTL: c.IdempotencyTTL, limiter: c.Limiter, finished: newFinishedEnvelopes()}
+	s := safety{idempotencyTTL: c.IdempotencyTTL, limiter: c.Limiter, finished: newFinishedEnvelopes(),
+		createMarkTTL: createMarkTTL}
 	if s.idempotencyTTL <= 0 {
 		s.idempotencyTTL = idempotency.DefaultTTL
 	}

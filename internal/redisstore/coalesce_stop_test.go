@@ -89,8 +89,8 @@ func TestCallerLeavingTheQueueIsToldNotSent(t *testing.T) {
 	}
 }
 
-// A keyed create's mark is ended only by the create that set it: one that
-// outlived its mark does not end the next create's.
+// A keyed create's mark is ended or renewed only by the create that set it:
+// one that outlived its mark does not end or keep the next create's.
 func TestCreateMarkEndedOnlyByItsCreate(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := New(rdb, prefix, 4)
@@ -113,11 +113,20 @@ func TestCreateMarkEndedOnlyByItsCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := s.RenewCreateMark(ctx, "c", "k", slow, 50*time.Millisecond); !errors.Is(err, ErrCreateMarkGone) {
+		t.Errorf("the slow create renewing its old mark: %v, want ErrCreateMarkGone", err)
+	}
 	if err := s.UnmarkCreate(ctx, "c", "k", slow); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute); !errors.Is(err, ErrCreateUnderWay) {
-		t.Errorf("after the slow create ended its old mark: %v, want the next create's still held", err)
+		t.Errorf("after the slow create ended and renewed its old mark: %v, want the next create's still held", err)
+	}
+	if err := s.RenewCreateMark(ctx, "c", "k", next, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, s.keys.CreateUnderWay("c", "k")).Val(); ttl <= time.Minute {
+		t.Errorf("renewed for an hour, the mark lives %s", ttl)
 	}
 	if err := s.UnmarkCreate(ctx, "c", "k", next); err != nil {
 		t.Fatal(err)

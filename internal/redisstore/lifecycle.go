@@ -307,8 +307,22 @@ func (s *Store) MarkCreate(ctx context.Context, client, idemKey string, fingerpr
 
 // UnmarkCreate ends MarkCreate's mark, if it is still this create's.
 func (s *Store) UnmarkCreate(ctx context.Context, client, idemKey, mark string) error {
-	if _, _, err := createUnmarkScript.Run(ctx, s.rdb, []string{s.keys.CreateUnderWay(client, idemKey)}, mark); err != nil {
+	if _, _, err := createUnmarkScript.Run(ctx, s.rdb, []string{s.keys.CreateUnderWay(client, idemKey)}, mark, 0); err != nil {
 		return fmt.Errorf("unmark the create of an idempotency key: %w", err)
+	}
+	return nil
+}
+
+// RenewCreateMark makes MarkCreate's mark last ttl from now, while the
+// create goes on; ErrCreateMarkGone if it is no longer this create's.
+func (s *Store) RenewCreateMark(ctx context.Context, client, idemKey, mark string, ttl time.Duration) error {
+	code, _, err := createUnmarkScript.Run(ctx, s.rdb, []string{s.keys.CreateUnderWay(client, idemKey)}, mark,
+		max(ttl.Milliseconds(), 1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("renew the create mark of an idempotency key: %w", err)
+	case code == createNotOurs:
+		return ErrCreateMarkGone
 	}
 	return nil
 }

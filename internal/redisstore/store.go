@@ -38,6 +38,9 @@ var (
 	// Idempotency-Key is under way, of the same request or another body.
 	ErrCreateUnderWay  = errors.New("a create with this idempotency key is under way")
 	ErrCreateOtherBody = errors.New("a create with this idempotency key and another body is under way")
+	// ErrCreateMarkGone: a create's mark expired or was replaced by another
+	// create's (RenewCreateMark).
+	ErrCreateMarkGone = errors.New("the create's mark of its idempotency key is gone")
 	// ErrUnreserved: a grab sent without a reservation (GrabUnreserved)
 	// would have taken a packet; it took nothing.
 	ErrUnreserved = errors.New("grab would take a packet but holds no reservation of the user's limits")
