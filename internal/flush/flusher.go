@@ -162,6 +162,7 @@ func (f *Flusher) Run(ctx context.Context) error {
 		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
 	startShardSeries(f.redis.Keys().Shards())
 	backoff := backoffStart
+	retries := shardRetries{}
 	var nextUpkeep, nextRepair, nextLease time.Time
 	if f.cfg.Leases != nil {
 		defer f.cfg.Leases.Close()
@@ -172,8 +173,11 @@ func (f *Flusher) Run(ctx context.Context) error {
 			err = f.renewLeases(ctx)
 			nextLease = now.Add(f.cfg.LeaseEvery)
 		}
-		busy, passErr := f.Pass(ctx)
-		err = errors.Join(err, passErr)
+		busy, passBackoff, passErr := f.pass(ctx, retries)
+		if passErr != nil && ctx.Err() == nil {
+			telemetry.FlushErrors.Inc()
+			f.log.Error("flush failed; will retry", zap.Duration("backoff", passBackoff), zap.Error(passErr))
+		}
 		// Upkeep runs on its own clock: a failing shard must not hold up
 		// settlement or repair of the others.
 		if now := f.now(); !now.Before(nextUpkeep) {
@@ -273,20 +277,35 @@ const backoffStart = 50 * time.Millisecond
 // Pass flushes one batch from every shard. busy reports that some shard had
 // a full batch, so more is probably waiting and the caller should not sleep.
 func (f *Flusher) Pass(ctx context.Context) (busy bool, err error) {
+	busy, _, err = f.pass(ctx, nil)
+	return busy, err
+}
+
+// pass is Pass for Run: with retries, a shard whose batch fails is put off
+// (shardRetries) and skipped until it is due, and backoff is the longest it
+// put a shard off for. One failing shard must not hold up the others.
+func (f *Flusher) pass(ctx context.Context, retries shardRetries) (busy bool, backoff time.Duration, err error) {
 	var errs []error
+	start := f.now()
 	for _, shard := range f.shards {
 		if ctx.Err() != nil {
 			break
 		}
-		n, err := f.FlushShard(ctx, shard)
-		if err != nil {
-			// One failing shard must not hold up the others.
-			errs = append(errs, err)
+		if retries != nil && !retries.due(shard, start) {
 			continue
 		}
+		n, err := f.FlushShard(ctx, shard)
+		if err != nil {
+			errs = append(errs, err)
+			if retries != nil {
+				backoff = max(backoff, retries.failed(shard, start, f.cfg.MaxBackoff))
+			}
+			continue
+		}
+		delete(retries, shard)
 		busy = busy || n >= f.takeSize()
 	}
-	return busy, errors.Join(errs...)
+	return busy, backoff, errors.Join(errs...)
 }
 
 // Drain flushes until every queue is empty (or ctx ends); tests and

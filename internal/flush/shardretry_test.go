@@ -1,0 +1,65 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"redpacket/internal/grab"
+	"redpacket/internal/testenv/stack"
+)
+
+// A shard whose batches keep failing (on a Redis Cluster, its slot migrating
+// to another master answers TRYAGAIN) is
+// retried on a backoff of its own: the other shards' claims are written at
+// their usual pace meanwhile, not after the failing shard's backoff, which
+// grows to MaxBackoff.
+func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	k := s.Redis.Keys()
+	broken, _ := s.Grabbed(t, 5, 3)
+	f := newFlusher(t, s, Config{MaxBackoff: 10 * time.Second})
+	var failures atomic.Int32
+	f.afterTake = func(shard int) error {
+		if shard != k.Shard(broken.ID) {
+			return nil
+		}
+		failures.Add(1)
+		return errors.New("shard unavailable (test)")
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { stop(); <-done }()
+
+	// After its seventh failure (50 ms, doubling) the broken shard waits
+	// 3.2 s: a backoff it held the others to would keep them as long.
+	for deadline := time.Now().Add(30 * time.Second); failures.Load() < 7; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broken shard failed %d times in 30 s", failures.Load())
+		}
+	}
+	var other grab.Envelope
+	for other.ID == 0 || k.Shard(other.ID) == k.Shard(broken.ID) {
+		other, _ = s.Grabbed(t, 5, 3)
+	}
+	grabbed := time.Now()
+	for {
+		var n int
+		if err := s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM packets
+			WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, other.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			break
+		}
+		if waited := time.Since(grabbed); waited > 2*time.Second {
+			t.Fatalf("claims of shard %d not written %s after they were granted, while shard %d fails: %d of 3",
+				k.Shard(other.ID), waited.Round(time.Millisecond), k.Shard(broken.ID), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
