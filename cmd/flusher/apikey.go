@@ -33,7 +33,7 @@ func keysDBWithin(limit time.Duration, flag bool) (context.Context, *pgxpool.Poo
 		return nil, nil, nil, err
 	}
 	ctx, cancel := commandContext(limit, flag)
-	pool, err := pgstore.Connect(ctx, cfg.DatabaseURL)
+	pool, err := pgstore.Connect(ctx, cfg.DatabaseURL, 0)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err

@@ -36,7 +36,7 @@ func startEvents(ctx context.Context, g *errgroup.Group, cleanups *daemon.Cleanu
 	// The sender keeps a connection per request in flight (it holds the
 	// event's row lock meanwhile), so it gets a pool of its own: receivers
 	// that hang must not take the connections claims are written with.
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	pc, err := pgstore.PoolConfig(cfg.DatabaseURL, 0)
 	if err != nil {
 		return fmt.Errorf("webhook pool: %w", err)
 	}

@@ -44,7 +44,7 @@ func runExport(args []string) error {
 	// No time limit: a long range takes as long as it takes.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := pgstore.Connect(ctx, cfg.DatabaseURL)
+	pool, err := pgstore.Connect(ctx, cfg.DatabaseURL, 0)
 	if err != nil {
 		return err
 	}

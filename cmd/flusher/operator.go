@@ -48,7 +48,7 @@ func runAudit(args []string) error {
 	defer log.Sync() //nolint:errcheck
 	ctx, cancel := commandContext(*timeout, true)
 	defer cancel()
-	clients, err := daemon.Connect(ctx, cfg)
+	clients, err := daemon.Connect(ctx, cfg, 0)
 	if err != nil {
 		return errors.Join(err, exitCode(2))
 	}
@@ -104,7 +104,7 @@ func runRecover(args []string) error {
 	defer log.Sync() //nolint:errcheck
 	ctx, cancel := operatorContext()
 	defer cancel()
-	clients, err := daemon.Connect(ctx, cfg)
+	clients, err := daemon.Connect(ctx, cfg, 0)
 	if err != nil {
 		return err
 	}

@@ -92,6 +92,12 @@ func writeUsage(w io.Writer) {
 	_ = config.WriteSettings(w, config.Grabber)
 }
 
+// lockTimeout bounds how long a grabber's statement waits on a lock: behind
+// a DBA's ALTER TABLE, a create or read answers 503 within it rather than
+// holding its request, and one of the few connections grabs need for new
+// order numbers, for as long as the lock is held.
+const lockTimeout = 3 * time.Second
+
 // serve runs the grabber until a signal, or until a part of it cannot go
 // on: the servers and background loops run in one errgroup, so one failing
 // stops the others; then the cleanups close what was opened, last first,
@@ -104,7 +110,7 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 	var cleanups daemon.Cleanups
 	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
-	clients, err := daemon.Open(ctx, cfg, log)
+	clients, err := daemon.Open(ctx, cfg, log, lockTimeout)
 	if err != nil {
 		return daemon.StartErr(ctx, err)
 	}

@@ -31,9 +31,10 @@ type Clients struct {
 }
 
 // Connect opens PostgreSQL and Redis, checks the schema version and reads the
-// shard count every process must share.
-func Connect(ctx context.Context, c config.Config) (*Clients, error) {
-	pool, err := pgstore.Connect(ctx, c.DatabaseURL)
+// shard count every process must share. lockTimeout > 0 bounds each
+// PostgreSQL statement's waits on locks (pgstore.PoolConfig).
+func Connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*Clients, error) {
+	pool, err := pgstore.Connect(ctx, c.DatabaseURL, lockTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -58,10 +59,10 @@ const startTimeout = 30 * time.Second
 
 // Open is how a daemon starts: Connect, then refuse an evicting Redis
 // (CheckRedis) before anything is served or flushed, within startTimeout.
-func Open(ctx context.Context, c config.Config, log *zap.Logger) (*Clients, error) {
+func Open(ctx context.Context, c config.Config, log *zap.Logger, lockTimeout time.Duration) (*Clients, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	cl, err := Connect(ctx, c)
+	cl, err := Connect(ctx, c, lockTimeout)
 	if err != nil {
 		return nil, err
 	}

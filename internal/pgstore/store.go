@@ -10,9 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/db/dbsqlc"
@@ -38,9 +42,13 @@ func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, q: dbsqlc.New(pool), senders: newSenderCache()}
 }
 
-// Connect opens a pool and checks that the server answers.
-func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, databaseURL)
+// Connect opens a pool (PoolConfig) and checks that the server answers.
+func Connect(ctx context.Context, databaseURL string, lockTimeout time.Duration) (*pgxpool.Pool, error) {
+	pc, err := PoolConfig(databaseURL, lockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
 	}
@@ -49,6 +57,34 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("ping postgres: %w", err)
 	}
 	return pool, nil
+}
+
+// PoolConfig is a pool's settings from a database URL, with what the
+// service's pools need unless the URL says otherwise:
+//
+//   - sessions that can write (target_session_attrs=read-write): a pool keeps
+//     its connections for up to an hour, and one made while the server was
+//     read-only (a failover's standby not yet promoted, a database set
+//     default_transaction_read_only) refused every write until then, though
+//     the server was writable again; with several hosts in the URL, the
+//     writable one is found;
+//   - with lockTimeout > 0, each session's lock_timeout: a statement waiting
+//     that long on a lock (a DBA's ALTER TABLE) fails rather than holding
+//     the request and its connection for as long as the lock is held.
+func PoolConfig(databaseURL string, lockTimeout time.Duration) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool settings: %w", err)
+	}
+	cc := pc.ConnConfig
+	if cc.ValidateConnect == nil && !strings.Contains(databaseURL, "target_session_attrs") &&
+		os.Getenv("PGTARGETSESSIONATTRS") == "" {
+		cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+	}
+	if _, set := cc.RuntimeParams["lock_timeout"]; !set && lockTimeout > 0 {
+		cc.RuntimeParams["lock_timeout"] = strconv.FormatInt(lockTimeout.Milliseconds(), 10)
+	}
+	return pc, nil
 }
 
 // Envelope is a row of the envelopes table, as the query layer reads it
