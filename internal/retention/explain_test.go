@@ -16,9 +16,9 @@ import (
 // copyInner is the query inside a RetentionCopy statement.
 var copyInner = regexp.MustCompile(`(?s)COPY \((.*)\) TO STDOUT`)
 
-// On 2,000 envelopes of 100 packets with an event per claim and five
-// recipients, most of them due, every
-// statement of a batch reads packets, events and envelopes through their
+// On 2,000 envelopes of 100 packets with an event per claim, five
+// recipients and an idempotency key, most of them due, every
+// statement of a batch reads packets, events, envelopes and keys through their
 // indexes, never by a sequential scan: a run's cost follows what it
 // removes, not the size of the ledger.
 func TestRetentionStatementsUseIndexes(t *testing.T) {
@@ -42,19 +42,26 @@ func TestRetentionStatementsUseIndexes(t *testing.T) {
         FROM generate_series(1, 2000) g, generate_series(1, 5) i`)
 	exec(t, pool, `INSERT INTO split_commitments (envelope_id, salt, commitment)
         SELECT g, repeat('0', 64), repeat('f', 64) FROM generate_series(1, 2000) g`)
+	// A key a create made for every envelope, one in a hundred unanswered.
+	exec(t, pool, `INSERT INTO idempotency_keys (client_name, idem_key, request_sha256, envelope_id, created_at,
+            expires_at, response_status, response_body)
+        SELECT '', 'k' || g, sha256(g::text::bytea), g, $1::timestamptz - interval '30 days', $1::timestamptz + interval '1 day',
+            CASE WHEN g % 100 <> 0 THEN 201 END, CASE WHEN g % 100 <> 0 THEN '{}'::bytea END
+        FROM generate_series(1, 2000) g`, now)
 	exec(t, pool, `ANALYZE`)
 	ids := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11}
 	plans := map[string]string{
 		"lock": explain(t, pool, nil, dbsqlc.RetentionLockBatch, now.Add(-24*time.Hour), now.Add(-1000*time.Hour), []int64{},
-			true, int32(DefaultBatch)),
-		"due":    explain(t, pool, nil, dbsqlc.RetentionDue, now.Add(-24*time.Hour), true, int32(DefaultBatch)),
+			now, true, int32(DefaultBatch)),
+		"due":    explain(t, pool, nil, dbsqlc.RetentionDue, now.Add(-24*time.Hour), now, true, int32(DefaultBatch)),
 		"delete": explain(t, pool, nil, dbsqlc.RetentionDelete, ids, now.Add(-24*time.Hour)),
 	}
 	for _, tb := range tables {
 		plans["copy "+tb.name] = explain(t, pool, ids, copyInner.FindStringSubmatch(tb.copy)[1])
 	}
 	for name, plan := range plans {
-		for _, table := range []string{"packets", "events", "envelopes", "envelope_recipients", "split_commitments"} {
+		for _, table := range []string{"packets", "events", "envelopes", "envelope_recipients", "split_commitments",
+			"idempotency_keys"} {
 			if strings.Contains(plan, "Seq Scan on "+table) {
 				t.Errorf("%s reads %s by a sequential scan:\n%s", name, table, plan)
 			}

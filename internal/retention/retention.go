@@ -189,7 +189,7 @@ type run struct {
 
 func (r *run) dry(ctx context.Context) (Result, error) {
 	due, err := dbsqlc.New(r.pool).RetentionDue(ctx, dbsqlc.RetentionDueParams{
-		Cutoff: r.cutoff, DeliveredOnly: r.o.DeliveredOnly, MaxRows: r.limit(),
+		Cutoff: r.cutoff, Now: r.started, DeliveredOnly: r.o.DeliveredOnly, MaxRows: r.limit(),
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("count the envelopes settled before %s: %w", r.cutoff.UTC().Format(time.RFC3339), err)
@@ -311,7 +311,7 @@ func (r *run) remove(ctx context.Context, tx pgx.Tx, k key, n int32, mark **setM
 	q := dbsqlc.New(tx)
 	var removed dbsqlc.RetentionDeleteRow
 	locked, err := q.RetentionLockBatch(ctx, dbsqlc.RetentionLockBatchParams{Cutoff: r.cutoff, AfterAt: k.at,
-		SkipIds:       r.res.Unbalanced,
+		SkipIds: r.res.Unbalanced, Now: r.started,
 		DeliveredOnly: r.o.DeliveredOnly, MaxRows: n})
 	if err != nil || len(locked) == 0 {
 		return nil, removed, wrapErr("lock the envelopes due", err)

@@ -322,3 +322,31 @@ func TestRunOfNothingLeavesNoSet(t *testing.T) {
 		t.Errorf("the archive directory holds %v, %v; want nothing", entries, err)
 	}
 }
+
+// An envelope one of whose idempotency keys is live with no answer
+// recorded (its create answered 503, its envelope opened by the repair) is
+// kept until the key expires: a repeat of the create rebuilds its answer
+// from the envelope. A key whose answer was recorded, or that expired, keeps
+// nothing. The dry run counts the same.
+func TestUnansweredIdempotencyKeyKeepsItsEnvelope(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Postgres(t)
+	for id := int64(1); id <= 3; id++ {
+		seed(t, pool, id, 4, "settled", now.Add(-48*time.Hour))
+	}
+	exec(t, pool, `INSERT INTO idempotency_keys (client_name, idem_key, request_sha256, envelope_id, created_at,
+            expires_at, response_status, response_body)
+        VALUES ('', 'unanswered', sha256('a'), 1, $1::timestamptz - interval '49 hours', $1::timestamptz + interval '1 hour', NULL, NULL),
+               ('', 'answered', sha256('b'), 2, $1::timestamptz - interval '49 hours', $1::timestamptz + interval '1 hour', 201, '{}'),
+               ('', 'expired', sha256('c'), 3, $1::timestamptz - interval '49 hours', $1::timestamptz - interval '1 hour', NULL, NULL)`, now)
+	o := options(t, 24*time.Hour)
+	o.DryRun = true
+	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 2 {
+		t.Errorf("dry run: %+v, %v; want 2 envelopes", res.Removed, err)
+	}
+	o.DryRun = false
+	res, err := Run(t.Context(), pool, o)
+	if err != nil || res.Removed.Envelopes != 2 || count(t, pool, 1)["envelopes"] != 1 {
+		t.Errorf("run: %+v, %v; want envelopes 2 and 3 removed, 1 kept for its unanswered key", res.Removed, err)
+	}
+}

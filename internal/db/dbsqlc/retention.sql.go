@@ -220,12 +220,14 @@ WITH due AS (
     SELECT v.id, v.total_cents, v.claimed_cents, v.refunded_cents
     FROM envelopes v
     WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz
-      AND (NOT $2::boolean OR NOT EXISTS (
+      AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+          WHERE k.envelope_id = v.id AND k.response_body IS NULL AND k.expires_at > $2::timestamptz)
+      AND (NOT $3::boolean OR NOT EXISTS (
           SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
         AND NOT EXISTS (
           SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
     ORDER BY v.settled_at
-    LIMIT $3::int
+    LIMIT $4::int
 )
 SELECT count(*) AS envelopes,
        coalesce(sum(d.total_cents), 0)::bigint AS total_cents,
@@ -237,6 +239,7 @@ FROM due d
 
 type RetentionDueParams struct {
 	Cutoff        time.Time
+	Now           time.Time
 	DeliveredOnly bool
 	MaxRows       int32
 }
@@ -253,7 +256,12 @@ type RetentionDueRow struct {
 // envelopes RetentionLockBatch selects, their cents and their packets. It
 // locks nothing (a dry run).
 func (q *Queries) RetentionDue(ctx context.Context, arg RetentionDueParams) (RetentionDueRow, error) {
-	row := q.db.QueryRow(ctx, RetentionDue, arg.Cutoff, arg.DeliveredOnly, arg.MaxRows)
+	row := q.db.QueryRow(ctx, RetentionDue,
+		arg.Cutoff,
+		arg.Now,
+		arg.DeliveredOnly,
+		arg.MaxRows,
+	)
 	var i RetentionDueRow
 	err := row.Scan(
 		&i.Envelopes,
@@ -270,12 +278,14 @@ SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
 WHERE v.status IN ('settled', 'failed') AND v.settled_at < $1::timestamptz AND v.settled_at >= $2::timestamptz
   AND v.id <> ALL(coalesce($3::bigint[], '{}'))
-  AND (NOT $4::boolean OR NOT EXISTS (
+  AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+      WHERE k.envelope_id = v.id AND k.response_body IS NULL AND k.expires_at > $4::timestamptz)
+  AND (NOT $5::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
     AND NOT EXISTS (
       SELECT 1 FROM claim_event_runs r WHERE r.envelope_id = v.id AND r.delivered_through < r.last_position))
 ORDER BY v.settled_at
-LIMIT $5::int
+LIMIT $6::int
 FOR UPDATE OF v SKIP LOCKED
 `
 
@@ -283,6 +293,7 @@ type RetentionLockBatchParams struct {
 	Cutoff        time.Time
 	AfterAt       time.Time
 	SkipIds       []int64
+	Now           time.Time
 	DeliveredOnly bool
 	MaxRows       int32
 }
@@ -295,7 +306,9 @@ type RetentionLockBatchRow struct {
 // RetentionLockBatch locks, oldest settlement first, up to max_rows
 // envelopes settled (or failed: given up while loading, everything
 // refunded) before cutoff and not before after_at, and skips those
-// another transaction holds (a concurrent retention run). With
+// another transaction holds (a concurrent retention run). An envelope with
+// an idempotency key live at now and no answer recorded waits until the key
+// expires: a repeat of its create rebuilds the answer from it. With
 // delivered_only (a webhook is configured) an envelope with an event the
 // receiver has not accepted waits until it has. It walks
 // envelopes_settled_at_idx in order and stops at max_rows: ordered by
@@ -309,6 +322,7 @@ func (q *Queries) RetentionLockBatch(ctx context.Context, arg RetentionLockBatch
 		arg.Cutoff,
 		arg.AfterAt,
 		arg.SkipIds,
+		arg.Now,
 		arg.DeliveredOnly,
 		arg.MaxRows,
 	)

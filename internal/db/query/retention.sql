@@ -2,7 +2,9 @@
 -- RetentionLockBatch locks, oldest settlement first, up to max_rows
 -- envelopes settled (or failed: given up while loading, everything
 -- refunded) before cutoff and not before after_at, and skips those
--- another transaction holds (a concurrent retention run). With
+-- another transaction holds (a concurrent retention run). An envelope with
+-- an idempotency key live at now and no answer recorded waits until the key
+-- expires: a repeat of its create rebuilds the answer from it. With
 -- delivered_only (a webhook is configured) an envelope with an event the
 -- receiver has not accepted waits until it has. It walks
 -- envelopes_settled_at_idx in order and stops at max_rows: ordered by
@@ -15,6 +17,8 @@ SELECT v.id, v.settled_at::timestamptz AS settled_at
 FROM envelopes v
 WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz AND v.settled_at >= @after_at::timestamptz
   AND v.id <> ALL(coalesce(@skip_ids::bigint[], '{}'))
+  AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+      WHERE k.envelope_id = v.id AND k.response_body IS NULL AND k.expires_at > @now::timestamptz)
   AND (NOT @delivered_only::boolean OR NOT EXISTS (
       SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
     AND NOT EXISTS (
@@ -31,6 +35,8 @@ WITH due AS (
     SELECT v.id, v.total_cents, v.claimed_cents, v.refunded_cents
     FROM envelopes v
     WHERE v.status IN ('settled', 'failed') AND v.settled_at < @cutoff::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+          WHERE k.envelope_id = v.id AND k.response_body IS NULL AND k.expires_at > @now::timestamptz)
       AND (NOT @delivered_only::boolean OR NOT EXISTS (
           SELECT 1 FROM events e WHERE e.envelope_id = v.id AND e.delivered_at IS NULL)
         AND NOT EXISTS (
