@@ -96,7 +96,7 @@ func TestCreateMarkEndedOnlyByItsCreate(t *testing.T) {
 	s := New(rdb, prefix, 4)
 	ctx := t.Context()
 	fp := make([]byte, 32)
-	slow, err := s.MarkCreate(ctx, "c", "k", fp, 50*time.Millisecond)
+	slow, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +108,15 @@ func TestCreateMarkEndedOnlyByItsCreate(t *testing.T) {
 	if _, err := s.MarkCreate(ctx, "c", "k", other, time.Minute); !errors.Is(err, ErrCreateOtherBody) {
 		t.Fatalf("a mark of another body: %v, want ErrCreateOtherBody", err)
 	}
-	time.Sleep(100 * time.Millisecond) // the slow create's mark expires
+	// The slow create's mark expires (deleted, as its lifetime would).
+	if err := rdb.Del(ctx, s.keys.CreateUnderWay("c", "k")).Err(); err != nil {
+		t.Fatal(err)
+	}
 	next, err := s.MarkCreate(ctx, "c", "k", fp, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RenewCreateMark(ctx, "c", "k", slow, 50*time.Millisecond); !errors.Is(err, ErrCreateMarkGone) {
+	if err := s.RenewCreateMark(ctx, "c", "k", slow, time.Minute); !errors.Is(err, ErrCreateMarkGone) {
 		t.Errorf("the slow create renewing its old mark: %v, want ErrCreateMarkGone", err)
 	}
 	if err := s.UnmarkCreate(ctx, "c", "k", slow); err != nil {
