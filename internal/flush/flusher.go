@@ -161,46 +161,36 @@ func (f *Flusher) Run(ctx context.Context) error {
 		zap.Int("batch_size", f.cfg.BatchSize), zap.Int("pipeline", f.cfg.Pipeline), zap.Int("writers", f.cfg.Writers), zap.Duration("idle_wait", f.cfg.IdleWait),
 		zap.Duration("settle_every", f.cfg.SettleEvery), zap.Duration("key_ttl", f.cfg.KeyTTL))
 	startShardSeries(f.redis.Keys().Shards())
-	backoff := backoffStart
-	retries := shardRetries{}
-	var nextUpkeep, nextRepair, nextLease time.Time
 	if f.cfg.Leases != nil {
 		defer f.cfg.Leases.Close()
 	}
+	backoff := backoffStart
+	var c clocks
+	retries := shardRetries{}
 	for ctx.Err() == nil {
-		var err error
-		if now := f.now(); !now.Before(nextLease) {
-			err = f.renewLeases(ctx)
-			nextLease = now.Add(f.cfg.LeaseEvery)
-		}
+		// A shard that fails waits out its own backoff (shardRetries); the
+		// leases and upkeep, which every shard needs, hold up the loop.
+		checked, err := f.renewLeasesIfDue(ctx, &c)
 		busy, passBackoff, passErr := f.pass(ctx, retries)
-		if passErr != nil && ctx.Err() == nil {
+		ran, more, upkeepErr := f.upkeepIfDue(ctx, &c)
+		checked, busy, err = checked || ran, busy || more, errors.Join(err, upkeepErr)
+		if failed := errors.Join(err, passErr); failed != nil && ctx.Err() == nil {
 			telemetry.FlushErrors.Inc()
-			f.log.Error("flush failed; will retry", zap.Duration("backoff", passBackoff), zap.Error(passErr))
-		}
-		// Upkeep runs on its own clock: a failing shard must not hold up
-		// settlement or repair of the others.
-		if now := f.now(); !now.Before(nextUpkeep) {
-			repair := !now.Before(nextRepair)
-			err = errors.Join(err, f.Upkeep(ctx, repair))
-			nextUpkeep = now.Add(f.cfg.SettleEvery)
-			if f.settleMore {
-				// More are due than a round takes: settle on after the
-				// next pass, which keeps the claims flowing meanwhile.
-				nextUpkeep, busy = now, true
+			wait := passBackoff
+			if err != nil {
+				wait = backoff
 			}
-			if repair {
-				nextRepair = now.Add(f.cfg.RepairEvery)
-			}
+			f.log.Error("flush failed; will retry", zap.Duration("backoff", wait), zap.Error(failed))
 		}
 		switch {
-		case err != nil && ctx.Err() == nil:
-			telemetry.FlushErrors.Inc()
-			f.log.Error("flush failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
+		case ctx.Err() != nil:
+		case err != nil:
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, f.cfg.MaxBackoff)
-		case err == nil:
-			backoff = backoffStart
+		default:
+			if checked { // not merely a turn that had nothing due
+				backoff = backoffStart
+			}
 			if !busy {
 				sleep(ctx, f.cfg.IdleWait)
 			}
@@ -208,6 +198,44 @@ func (f *Flusher) Run(ctx context.Context) error {
 	}
 	f.log.Info("flusher stopped")
 	return nil
+}
+
+// clocks are when Run next renews the leases, runs upkeep and repairs.
+type clocks struct {
+	lease, upkeep, repair time.Time
+}
+
+// renewLeasesIfDue renews the leases once LeaseEvery has passed; ran says
+// it did (never without leases).
+func (f *Flusher) renewLeasesIfDue(ctx context.Context, c *clocks) (ran bool, err error) {
+	now := f.now()
+	if f.cfg.Leases == nil || now.Before(c.lease) {
+		return false, nil
+	}
+	c.lease = now.Add(f.cfg.LeaseEvery)
+	return true, f.renewLeases(ctx)
+}
+
+// upkeepIfDue runs Upkeep on its own clock (SettleEvery, repairing every
+// RepairEvery): a failing shard must not hold up settlement or repair of
+// the others. more says that more settlements are due than a round takes:
+// the next round follows the next pass at once, which keeps the claims
+// flowing meanwhile.
+func (f *Flusher) upkeepIfDue(ctx context.Context, c *clocks) (ran, more bool, err error) {
+	now := f.now()
+	if now.Before(c.upkeep) {
+		return false, false, nil
+	}
+	repair := !now.Before(c.repair)
+	err = f.Upkeep(ctx, repair)
+	c.upkeep = now.Add(f.cfg.SettleEvery)
+	if f.settleMore {
+		c.upkeep, more = now, true
+	}
+	if repair {
+		c.repair = now.Add(f.cfg.RepairEvery)
+	}
+	return true, more, err
 }
 
 // Upkeep checks every shard's epoch, then settles the envelopes that are due

@@ -7,7 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"redpacket/internal/grab"
+	"redpacket/internal/pgstore"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -35,9 +40,9 @@ func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
 	go func() { done <- f.Run(ctx) }()
 	defer func() { stop(); <-done }()
 
-	// After its seventh failure (50 ms, doubling) the broken shard waits
-	// 3.2 s: a backoff it held the others to would keep them as long.
-	for deadline := time.Now().Add(30 * time.Second); failures.Load() < 7; time.Sleep(5 * time.Millisecond) {
+	// After its eighth failure (50 ms, doubling) the broken shard waits
+	// 6.4 s: a backoff it held the others to would keep them as long.
+	for deadline := time.Now().Add(30 * time.Second); failures.Load() < 8; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the broken shard failed %d times in 30 s", failures.Load())
 		}
@@ -56,10 +61,42 @@ func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
 		if n == 3 {
 			break
 		}
-		if waited := time.Since(grabbed); waited > 2*time.Second {
+		if waited := time.Since(grabbed); waited > 4*time.Second {
 			t.Fatalf("claims of shard %d not written %s after they were granted, while shard %d fails: %d of 3",
 				k.Shard(other.ID), waited.Round(time.Millisecond), k.Shard(broken.ID), n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// While PostgreSQL is down, the flusher backs off: the upkeep every shard
+// needs fails on, and the loop's backoff grows from one failure to the
+// next rather than starting again at its shortest after each turn that had
+// nothing due (a log line and an error counted every second).
+func TestPostgresDownBacksOff(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	s.Grabbed(t, 5, 3) // a shard with claims to write
+	down, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	core, logs := observer.New(zap.ErrorLevel)
+	f := New(s.Redis, pgstore.New(down), Config{MaxBackoff: 10 * time.Second}, zap.New(core))
+	ctx, cancel := context.WithTimeout(t.Context(), 3500*time.Millisecond)
+	defer cancel()
+	if err := f.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var shortest, lines int
+	for _, e := range logs.FilterMessage("flush failed; will retry").All() {
+		lines++
+		if d, ok := e.ContextMap()["backoff"].(time.Duration); ok && d == backoffStart {
+			shortest++
+		}
+	}
+	if lines == 0 || shortest > 1 {
+		t.Errorf("%d lines said the shortest backoff (%s) in %d failures; want the first alone", shortest, backoffStart, lines)
 	}
 }
