@@ -51,7 +51,11 @@ func Up(databaseURL string) error {
 // waiting, when not nil, as it begins to), and once ctx ends applies no
 // further migration after the one under way.
 func Apply(ctx context.Context, databaseURL string, waiting func()) ([]Migration, int, error) {
-	conn, err := pgx.Connect(ctx, dburl.Session(databaseURL))
+	cfg, err := dburl.SessionConfig(databaseURL)
+	if err != nil {
+		return nil, 0, fmt.Errorf("connect for the migration lock: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, 0, fmt.Errorf("connect for the migration lock: %w", err)
 	}

@@ -96,7 +96,7 @@ func writeUsage(w io.Writer) {
 // a DBA's ALTER TABLE, a create or read answers 503 within it rather than
 // holding its request, and one of the few connections grabs need for new
 // order numbers, for as long as the lock is held.
-const lockTimeout = 3 * time.Second
+const lockTimeout = 5 * time.Second
 
 // serve runs the grabber until a signal, or until a part of it cannot go
 // on: the servers and background loops run in one errgroup, so one failing

@@ -80,7 +80,11 @@ func (l *Listener) Run(ctx context.Context) error {
 // session connects, listens and wakes waiters on every notification until
 // the connection fails or ctx ends. listening is called once LISTEN holds.
 func (l *Listener) session(ctx context.Context, listening func()) error {
-	conn, err := pgx.Connect(ctx, dburl.Session(l.databaseURL))
+	cfg, err := dburl.SessionConfig(l.databaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -126,7 +126,7 @@ func (l *Leases) connect(ctx context.Context) error {
 	l.owned = map[int]bool{}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(dburl.Session(l.url))
+	cfg, err := dburl.SessionConfig(l.url)
 	if err != nil {
 		return fmt.Errorf("connect for shard leases: %w", err)
 	}

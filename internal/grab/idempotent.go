@@ -68,7 +68,8 @@ func (s *Service) CreateIdempotent(ctx context.Context, req envelope.CreateReque
 	// ids, or reserving the sender's cents) finds the mark and is told to
 	// wait (409), rather than refused for the cents this one holds or made
 	// again. The mark outlives a create that dies (createMarkTTL); past it,
-	// the key row decides (a repeat waits on the first's uncommitted key).
+	// the key row decides (a repeat waits on the first's uncommitted key, up
+	// to the grabber's lock_timeout).
 	mark, err := s.redis.MarkCreate(ctx, client, ir.Key, ir.Fingerprint, s.safety.createMarkTTL)
 	switch {
 	case errors.Is(err, redisstore.ErrCreateUnderWay):
@@ -133,10 +134,12 @@ func (s *Service) keepMark(ctx context.Context, client, key, mark string) (stop 
 			cancel()
 			switch {
 			case errors.Is(err, redisstore.ErrCreateMarkGone):
-				reqctx.Logger(ctx, s.log).Warn("idempotent create's mark expired while it was under way")
+				reqctx.Logger(ctx, s.log).Warn("idempotent create's mark expired while it was under way",
+					zap.String("client", client), zap.String("idempotency_key", key))
 				return
 			case err != nil:
-				reqctx.Logger(ctx, s.log).Warn("idempotent create's mark not renewed; will retry", zap.Error(err))
+				reqctx.Logger(ctx, s.log).Warn("idempotent create's mark not renewed; will retry",
+					zap.String("client", client), zap.String("idempotency_key", key), zap.Error(err))
 			}
 		}
 	}()

@@ -128,7 +128,8 @@ func (s *Service) reserveCents(ctx context.Context, req envelope.CreateRequest, 
 	r, err := l.ReserveCents(ctx, client, req.SenderID, req.TotalCents, now)
 	giveBack := func() {
 		if err := l.ReleaseCents(context.WithoutCancel(ctx), r); err != nil {
-			reqctx.Logger(ctx, s.log).Warn("sender's reserved cents not given back", zap.Error(err))
+			reqctx.Logger(ctx, s.log).Warn("sender's reserved cents not given back", zap.String("client", client),
+				zap.String("sender_id", req.SenderID), zap.Int64("cents", req.TotalCents), zap.Error(err))
 		}
 	}
 	switch {

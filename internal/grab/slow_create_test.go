@@ -24,7 +24,7 @@ func TestSlowIdempotentCreateKeepsRepeatsWaiting(t *testing.T) {
 	s := stack.New(t)
 	ctx := t.Context()
 	svc := limited(s, limits.Config{SenderDailyCents: 1000})
-	const markTTL = 2 * time.Second
+	const markTTL = 3 * time.Second // renewed each second: a renewal may come 2 s late
 	grab.SetCreateMarkTTL(svc, markTTL)
 	req := envelope.CreateRequest{SenderID: "alice", TotalCents: 600, Count: 2}
 	ir := idempotency.Request{Key: "slow-1", Fingerprint: bytes.Repeat([]byte{9}, 32)}

@@ -10,16 +10,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/db/dbsqlc"
+	"redpacket/internal/db/dburl"
 	"redpacket/internal/envelope"
 )
 
@@ -62,27 +61,25 @@ func Connect(ctx context.Context, databaseURL string, lockTimeout time.Duration)
 // PoolConfig is a pool's settings from a database URL, with what the
 // service's pools need unless the URL says otherwise:
 //
-//   - sessions that can write (target_session_attrs=read-write): a pool keeps
-//     its connections for up to an hour, and one made while the server was
-//     read-only (a failover's standby not yet promoted, a database set
-//     default_transaction_read_only) refused every write until then, though
-//     the server was writable again; with several hosts in the URL, the
-//     writable one is found;
-//   - with lockTimeout > 0, each session's lock_timeout: a statement waiting
-//     that long on a lock (a DBA's ALTER TABLE) fails rather than holding
-//     the request and its connection for as long as the lock is held.
+//   - sessions that can write (dburl.Writable);
+//   - with lockTimeout > 0, each session's lock_timeout, unless the URL sets
+//     one: a statement waiting that long on a lock (a DBA's ALTER TABLE)
+//     fails rather than holding the request and its connection for as long
+//     as the lock is held.
 func PoolConfig(databaseURL string, lockTimeout time.Duration) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres pool settings: %w", err)
 	}
-	cc := pc.ConnConfig
-	if cc.ValidateConnect == nil && !strings.Contains(databaseURL, "target_session_attrs") &&
-		os.Getenv("PGTARGETSESSIONATTRS") == "" {
-		cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
-	}
-	if _, set := cc.RuntimeParams["lock_timeout"]; !set && lockTimeout > 0 {
-		cc.RuntimeParams["lock_timeout"] = strconv.FormatInt(lockTimeout.Milliseconds(), 10)
+	dburl.Writable(&pc.ConnConfig.Config, databaseURL)
+	_, set := pc.ConnConfig.RuntimeParams["lock_timeout"]
+	if lockTimeout > 0 && !set && !strings.Contains(pc.ConnConfig.RuntimeParams["options"], "lock_timeout") {
+		// Set once connected, not as a startup parameter, which a
+		// connection pooler (PgBouncer) may refuse.
+		ms := strconv.FormatInt(lockTimeout.Milliseconds(), 10)
+		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			return dbsqlc.New(c).SessionLockTimeout(ctx, ms)
+		}
 	}
 	return pc, nil
 }

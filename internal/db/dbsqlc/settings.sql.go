@@ -83,6 +83,19 @@ func (q *Queries) SchemaVersion(ctx context.Context) (SchemaMigration, error) {
 	return i, err
 }
 
+const SessionLockTimeout = `-- name: SessionLockTimeout :exec
+SELECT set_config('lock_timeout', $1::text, false)
+`
+
+// SessionLockTimeout sets how long each statement of the session waits on
+// a lock before failing with lock_not_available, in milliseconds (0: no
+// limit), for the rest of the session: the grabbers' pools set it on every
+// connection they open (pgstore.PoolConfig).
+func (q *Queries) SessionLockTimeout(ctx context.Context, timeout string) error {
+	_, err := q.db.Exec(ctx, SessionLockTimeout, timeout)
+	return err
+}
+
 const TryLockMigrations = `-- name: TryLockMigrations :one
 SELECT pg_try_advisory_lock($1::bigint)
 `

@@ -1,10 +1,15 @@
 // Package dburl reads DATABASE_URL for the connections the daemons open
-// outside their pool: shard leases, the events listener, migrations.
+// outside their pool (shard leases, the events listener, migrations), and
+// holds what every connection of theirs needs (Writable).
 package dburl
 
 import (
 	"net/url"
+	"os"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Session is databaseURL without the pool's settings (pool_max_conns and
@@ -61,4 +66,31 @@ func KeepLocksAlive(params map[string]string) {
 			params[k] = v
 		}
 	}
+}
+
+// Writable makes a connection's settings accept only a server that takes
+// writes (target_session_attrs=read-write), unless databaseURL or the
+// environment (PGTARGETSESSIONATTRS) asks for something else. Every
+// connection the daemons open writes or holds locks writers must see: one
+// made while the server was read-only (a failover's standby not yet
+// promoted, a database set default_transaction_read_only) would refuse
+// every write, or hold a lease no writer sees, for as long as it lived, a
+// pool's up to an hour. With several hosts in the URL, the writable one is
+// found.
+func Writable(c *pgconn.Config, databaseURL string) {
+	if c.ValidateConnect == nil && !strings.Contains(databaseURL, "target_session_attrs") &&
+		os.Getenv("PGTARGETSESSIONATTRS") == "" {
+		c.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+	}
+}
+
+// SessionConfig is the settings of a connection of its own (Session's URL),
+// Writable.
+func SessionConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(Session(databaseURL))
+	if err != nil {
+		return nil, err
+	}
+	Writable(&cfg.Config, databaseURL)
+	return cfg, nil
 }

@@ -16,3 +16,20 @@ func TestSession(t *testing.T) {
 		}
 	}
 }
+
+// Connections accept only a writable server unless the URL asks otherwise.
+func TestWritableUnlessTheURLSaysOtherwise(t *testing.T) {
+	for url, want := range map[string]bool{
+		"postgres://u@h/db":                          true,
+		"postgres://u@h/db?pool_max_conns=4":         true,
+		"postgres://u@h/db?target_session_attrs=any": false,
+	} {
+		cfg, err := SessionConfig(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if got := cfg.ValidateConnect != nil; got != want {
+			t.Errorf("%s: validates a writable server %v, want %v", url, got, want)
+		}
+	}
+}

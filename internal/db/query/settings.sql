@@ -41,3 +41,10 @@ WHERE service_settings.value IS DISTINCT FROM excluded.value;
 -- EventsRetentionRecorded is the EVENTS_RETENTION the flushers last
 -- recorded, in seconds (0 when none recorded it).
 SELECT coalesce(max(value), 0)::bigint AS seconds FROM service_settings WHERE name = 'events_retention_s';
+
+-- name: SessionLockTimeout :exec
+-- SessionLockTimeout sets how long each statement of the session waits on
+-- a lock before failing with lock_not_available, in milliseconds (0: no
+-- limit), for the rest of the session: the grabbers' pools set it on every
+-- connection they open (pgstore.PoolConfig).
+SELECT set_config('lock_timeout', @timeout::text, false);
