@@ -38,7 +38,12 @@ func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 
 	// After its eighth failure (50 ms, doubling) the broken shard waits
 	// 6.4 s: a backoff it held the others to would keep them as long.
