@@ -76,7 +76,7 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 type DeliveryStore interface {
 	DeliveryHeads(ctx context.Context, afterEnvelope int64, skip []int64, limit int) ([]pgstore.Event, error)
 	NextUndelivered(ctx context.Context, envelopeID int64) (int64, error)
-	Deliver(ctx context.Context, id int64, send func(context.Context, pgstore.Event) error,
+	Deliver(ctx context.Context, id int64, maxSend time.Duration, send func(context.Context, pgstore.Event) error,
 		retryIn func(failures int) time.Duration) (pgstore.Delivery, error, error)
 }
 
@@ -272,7 +272,7 @@ const recordTimeout = 5 * time.Second
 func (w *Webhook) deliver(ctx context.Context, id int64) (pgstore.Delivery, error, error) {
 	ctx, cancel := graceful.Detached(ctx, w.cfg.Timeout+recordTimeout, w.cfg.StopGrace)
 	defer cancel()
-	return w.store.Deliver(ctx, id, w.send, w.retryIn)
+	return w.store.Deliver(ctx, id, w.cfg.Timeout, w.send, w.retryIn)
 }
 
 // retryIn is the pause after an envelope's failures-th failed attempt in a

@@ -147,24 +147,24 @@ func TestDeliverWalksClaimRuns(t *testing.T) {
 	retry := func(int) time.Duration { return time.Hour }
 	var sent []int64
 	send := func(_ context.Context, e pgstore.Event) error { sent = append(sent, e.ID); return nil }
-	if d, _, err := s.Deliver(ctx, 2, send, retry); err != nil || d != pgstore.DeliverySkipped {
+	if d, _, err := s.Deliver(ctx, 2, time.Second, send, retry); err != nil || d != pgstore.DeliverySkipped {
 		t.Fatalf("deliver 2 before 1 = %v, %v; want skipped", d, err)
 	}
 	fail := func(context.Context, pgstore.Event) error { return errors.New("receiver down") }
-	if d, _, err := s.Deliver(ctx, 1, fail, retry); err != nil || d != pgstore.DeliveryFailed {
+	if d, _, err := s.Deliver(ctx, 1, time.Second, fail, retry); err != nil || d != pgstore.DeliveryFailed {
 		t.Fatalf("failed delivery of 1 = %v, %v", d, err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM event_messages WHERE id = 1 AND attempts = 1 AND next_attempt_at > now()`); n != 1 {
 		t.Fatal("the failed attempt is not on event 1")
 	}
-	if d, _, err := s.Deliver(ctx, 1, send, retry); err != nil || d != pgstore.DeliverySkipped {
+	if d, _, err := s.Deliver(ctx, 1, time.Second, send, retry); err != nil || d != pgstore.DeliverySkipped {
 		t.Fatalf("deliver 1 in its backoff = %v, %v; want skipped", d, err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE claim_event_runs SET next_attempt_at = now() WHERE first_position = 1`); err != nil {
 		t.Fatal(err)
 	}
 	for id := next(1); id != 0; id = next(1) {
-		if d, _, err := s.Deliver(ctx, id, send, retry); err != nil || d != pgstore.Delivered {
+		if d, _, err := s.Deliver(ctx, id, time.Second, send, retry); err != nil || d != pgstore.Delivered {
 			t.Fatalf("deliver %d = %v, %v", id, d, err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestDeliverWalksClaimRuns(t *testing.T) {
 	// recorded, not sent again after the restart.
 	stopping, stop := context.WithCancel(ctx)
 	accepted := func(context.Context, pgstore.Event) error { stop(); return nil }
-	if d, _, err := s.Deliver(stopping, 4, accepted, retry); err != nil || d != pgstore.Delivered {
+	if d, _, err := s.Deliver(stopping, 4, time.Second, accepted, retry); err != nil || d != pgstore.Delivered {
 		t.Errorf("delivery of 4 accepted as the sender stopped = %v, %v; want delivered", d, err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM event_messages WHERE id = 4 AND delivered_at IS NOT NULL`); n != 1 {

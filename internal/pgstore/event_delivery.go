@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,8 +84,10 @@ const recordTimeout = 10 * time.Second
 // a send that failed (most likely cut short by it), nothing is recorded
 // (the event stays due) and ctx's error is returned; a send the receiver
 // accepted is recorded even then, or the event would be sent again after a
-// restart. sendErr is send's error.
-func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context, Event) error,
+// restart. sendErr is send's error. maxSend bounds how long send may take
+// (WEBHOOK_TIMEOUT): the transaction may sit idle that long, whatever
+// idle_in_transaction_session_timeout the database sets; 0 leaves it.
+func (s *Store) Deliver(ctx context.Context, id int64, maxSend time.Duration, send func(context.Context, Event) error,
 	retryIn func(failures int) time.Duration) (d Delivery, sendErr error, err error) {
 	db := context.WithoutCancel(ctx)
 	lockCtx, cancel := context.WithTimeout(db, recordTimeout)
@@ -95,6 +98,14 @@ func (s *Store) Deliver(ctx context.Context, id int64, send func(context.Context
 	}
 	defer tx.Rollback(db) //nolint:errcheck // a no-op after Commit
 	q := s.q.WithTx(tx)
+	if maxSend > 0 {
+		// Idle while send runs: a shorter limit on the database would end
+		// the session before an accepted event is recorded.
+		ms := strconv.FormatInt((maxSend + recordTimeout).Milliseconds(), 10)
+		if err := q.LocalIdleInTransactionTimeout(lockCtx, ms); err != nil {
+			return DeliverySkipped, nil, fmt.Errorf("deliver event %d: %w", id, err)
+		}
+	}
 	row, err := q.LockDueEvent(lockCtx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeliverySkipped, nil, nil

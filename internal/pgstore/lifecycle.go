@@ -70,6 +70,9 @@ func (s *Store) finish(ctx context.Context, id int64, now time.Time, to envelope
 	var out Settlement
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
+		if err := q.LocalNoStatementTimeout(ctx); err != nil {
+			return err
+		}
 		row, err := q.LockForSettlement(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound

@@ -107,3 +107,31 @@ func TestPoolLockTimeout(t *testing.T) {
 		t.Errorf("a read behind an exclusive lock: %v, want lock_not_available", err)
 	}
 }
+
+// A database whose transactions default to repeatable read (or
+// serializable): the pool's sessions are READ COMMITTED all the same, as
+// the service's statements are written for (the pipelined claim chunks
+// after the first all failed, 40001, and were written one by one).
+func TestPoolTransactionsAreReadCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := testenv.PostgresURL(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(context.WithoutCancel(ctx)) }()
+	if _, err := admin.Exec(ctx, `DO $$ BEGIN EXECUTE format(
+		'ALTER DATABASE %I SET default_transaction_isolation = %L', current_database(), 'repeatable read'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgstore.Connect(ctx, url, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var level string
+	if err := pool.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&level); err != nil || level != "read committed" {
+		t.Errorf("a pool's transaction isolation %q (%v), want read committed", level, err)
+	}
+}

@@ -61,7 +61,8 @@ func Connect(ctx context.Context, databaseURL string, lockTimeout time.Duration)
 // PoolConfig is a pool's settings from a database URL, with what the
 // service's pools need unless the URL says otherwise:
 //
-//   - sessions that can write (dburl.Writable);
+//   - sessions that can write (dburl.Writable), whose transactions are READ
+//     COMMITTED unless they ask otherwise, whatever the database's default;
 //   - with lockTimeout > 0, each session's lock_timeout, unless the URL sets
 //     one: a statement waiting that long on a lock (a DBA's ALTER TABLE)
 //     fails rather than holding the request and its connection for as long
@@ -73,13 +74,21 @@ func PoolConfig(databaseURL string, lockTimeout time.Duration) (*pgxpool.Config,
 	}
 	dburl.Writable(&pc.ConnConfig.Config, databaseURL)
 	_, set := pc.ConnConfig.RuntimeParams["lock_timeout"]
-	if lockTimeout > 0 && !set && !strings.Contains(pc.ConnConfig.RuntimeParams["options"], "lock_timeout") {
-		// Set once connected, not as a startup parameter, which a
-		// connection pooler (PgBouncer) may refuse.
-		ms := strconv.FormatInt(lockTimeout.Milliseconds(), 10)
-		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			return dbsqlc.New(c).SessionLockTimeout(ctx, ms)
+	setLock := lockTimeout > 0 && !set && !strings.Contains(pc.ConnConfig.RuntimeParams["options"], "lock_timeout")
+	ms := strconv.FormatInt(lockTimeout.Milliseconds(), 10)
+	// Set once connected, not as startup parameters, which a connection
+	// pooler (PgBouncer) may refuse.
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		q := dbsqlc.New(c)
+		if err := q.SessionReadCommitted(ctx); err != nil {
+			return fmt.Errorf("session settings: %w", err)
 		}
+		if setLock {
+			if err := q.SessionLockTimeout(ctx, ms); err != nil {
+				return fmt.Errorf("session settings: %w", err)
+			}
+		}
+		return nil
 	}
 	return pc, nil
 }

@@ -271,6 +271,9 @@ func (r *run) batch(ctx context.Context, k key, n int32) (int, key, error) {
 		return 0, k, wrapErr("begin a retention batch", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after a commit it does nothing
+	if err := dbsqlc.New(tx).LocalNoStatementTimeout(ctx); err != nil {
+		return 0, k, wrapErr("begin a retention batch", err)
+	}
 	var mark *setMark
 	locked, removed, err := r.remove(ctx, tx, k, n, &mark)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"redpacket/internal/pgstore"
 	"redpacket/internal/testenv"
 )
@@ -348,5 +350,29 @@ func TestUnansweredIdempotencyKeyKeepsItsEnvelope(t *testing.T) {
 	res, err := Run(t.Context(), pool, o)
 	if err != nil || res.Removed.Envelopes != 2 || count(t, pool, 1)["envelopes"] != 1 {
 		t.Errorf("run: %+v, %v; want envelopes 2 and 3 removed, 1 kept for its unanswered key", res.Removed, err)
+	}
+}
+
+// A DBA's statement_timeout shorter than a batch takes does not stop
+// retention (every batch failed the same way each hour, and the ledger
+// grew): a batch lifts the limit for its transaction.
+func TestRunOutlastsTheDatabasesStatementTimeout(t *testing.T) {
+	t.Parallel()
+	pool, url := testenv.Postgres(t)
+	for id := int64(1); id <= 3; id++ {
+		seed(t, pool, id, 4, "settled", now.Add(-48*time.Hour))
+	}
+	// Deletes that take longer than the limit.
+	exec(t, pool, `CREATE FUNCTION test_slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$`)
+	exec(t, pool, `CREATE TRIGGER test_slow_delete AFTER DELETE ON packet_pool FOR EACH STATEMENT EXECUTE FUNCTION test_slow_delete()`)
+	exec(t, pool, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '200ms'); END $$`)
+	limited, err := pgxpool.New(t.Context(), url) // sessions with the database's limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	res, err := Run(t.Context(), limited, options(t, 24*time.Hour))
+	if err != nil || res.Removed.Envelopes != 3 {
+		t.Errorf("run under a 200 ms statement_timeout: %+v, %v; want 3 envelopes removed", res.Removed, err)
 	}
 }

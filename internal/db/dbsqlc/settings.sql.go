@@ -22,6 +22,33 @@ func (q *Queries) EventsRetentionRecorded(ctx context.Context) (int64, error) {
 	return seconds, err
 }
 
+const LocalIdleInTransactionTimeout = `-- name: LocalIdleInTransactionTimeout :exec
+SELECT set_config('idle_in_transaction_session_timeout', $1::text, true)
+`
+
+// LocalIdleInTransactionTimeout sets idle_in_transaction_session_timeout, in
+// milliseconds, for the rest of the transaction: a webhook delivery holds
+// its event's row lock while its request is in flight, and a shorter limit
+// set on the database ended the session before the receiver's answer was
+// recorded, so the event was sent again and again.
+func (q *Queries) LocalIdleInTransactionTimeout(ctx context.Context, timeout string) error {
+	_, err := q.db.Exec(ctx, LocalIdleInTransactionTimeout, timeout)
+	return err
+}
+
+const LocalNoStatementTimeout = `-- name: LocalNoStatementTimeout :exec
+SELECT set_config('statement_timeout', '0', true)
+`
+
+// LocalNoStatementTimeout lifts statement_timeout for the rest of the
+// transaction: a settlement or a retention batch does bounded work that
+// must finish, and one a DBA's statement_timeout cut off failed the same
+// way at every retry, holding its envelopes unsettled or the ledger growing.
+func (q *Queries) LocalNoStatementTimeout(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, LocalNoStatementTimeout)
+	return err
+}
+
 const LockMigrations = `-- name: LockMigrations :exec
 SELECT pg_advisory_lock($1::bigint)
 `
@@ -93,6 +120,20 @@ SELECT set_config('lock_timeout', $1::text, false)
 // connection they open (pgstore.PoolConfig).
 func (q *Queries) SessionLockTimeout(ctx context.Context, timeout string) error {
 	_, err := q.db.Exec(ctx, SessionLockTimeout, timeout)
+	return err
+}
+
+const SessionReadCommitted = `-- name: SessionReadCommitted :exec
+SELECT set_config('default_transaction_isolation', 'read committed', false)
+`
+
+// SessionReadCommitted makes the session's transactions READ COMMITTED
+// unless they ask for another level: what the service's statements are
+// written for (a database set to repeatable read or serializable by
+// default failed every pipelined claim chunk after the first, 40001, and
+// wrote them one by one). Every pool sets it on the connections it opens.
+func (q *Queries) SessionReadCommitted(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, SessionReadCommitted)
 	return err
 }
 

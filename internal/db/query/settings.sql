@@ -48,3 +48,26 @@ SELECT coalesce(max(value), 0)::bigint AS seconds FROM service_settings WHERE na
 -- limit), for the rest of the session: the grabbers' pools set it on every
 -- connection they open (pgstore.PoolConfig).
 SELECT set_config('lock_timeout', @timeout::text, false);
+
+-- name: SessionReadCommitted :exec
+-- SessionReadCommitted makes the session's transactions READ COMMITTED
+-- unless they ask for another level: what the service's statements are
+-- written for (a database set to repeatable read or serializable by
+-- default failed every pipelined claim chunk after the first, 40001, and
+-- wrote them one by one). Every pool sets it on the connections it opens.
+SELECT set_config('default_transaction_isolation', 'read committed', false);
+
+-- name: LocalNoStatementTimeout :exec
+-- LocalNoStatementTimeout lifts statement_timeout for the rest of the
+-- transaction: a settlement or a retention batch does bounded work that
+-- must finish, and one a DBA's statement_timeout cut off failed the same
+-- way at every retry, holding its envelopes unsettled or the ledger growing.
+SELECT set_config('statement_timeout', '0', true);
+
+-- name: LocalIdleInTransactionTimeout :exec
+-- LocalIdleInTransactionTimeout sets idle_in_transaction_session_timeout, in
+-- milliseconds, for the rest of the transaction: a webhook delivery holds
+-- its event's row lock while its request is in flight, and a shorter limit
+-- set on the database ended the session before the receiver's answer was
+-- recorded, so the event was sent again and again.
+SELECT set_config('idle_in_transaction_session_timeout', @timeout::text, true);
