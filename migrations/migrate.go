@@ -116,6 +116,13 @@ func open(databaseURL string) (*migrate.Migrate, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	u.Scheme = "pgx5"
+	if dburl.WantsWritable(databaseURL) {
+		// As the lock's session: the migrations run on the server that takes
+		// writes, whichever of several hosts it is.
+		q := u.Query()
+		q.Set("target_session_attrs", "read-write")
+		u.RawQuery = q.Encode()
+	}
 	m, err := migrate.NewWithSourceInstance("iofs", src, u.String())
 	if err != nil {
 		return nil, fmt.Errorf("connect for migrations: %w", err)

@@ -27,7 +27,7 @@ func TestWebhookOutlastsTheDatabasesIdleTransactionLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := strings.TrimPrefix(u.Path, "/")
-	if _, err := d.pool.Exec(t.Context(), `ALTER DATABASE "`+name+`" SET idle_in_transaction_session_timeout = '300ms'`); err != nil {
+	if _, err := d.pool.Exec(t.Context(), `ALTER DATABASE "`+name+`" SET idle_in_transaction_session_timeout = '500ms'`); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := pgxpool.New(t.Context(), d.url) // sessions with the database's limit
@@ -36,7 +36,7 @@ func TestWebhookOutlastsTheDatabasesIdleTransactionLimit(t *testing.T) {
 	}
 	defer pool.Close()
 	rc, srvURL := newReceiver(t, func(events.Message, int) int {
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 		return 200
 	})
 	limited := db{Store: pgstore.New(pool), pool: pool, url: d.url}

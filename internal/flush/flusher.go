@@ -164,78 +164,84 @@ func (f *Flusher) Run(ctx context.Context) error {
 	if f.cfg.Leases != nil {
 		defer f.cfg.Leases.Close()
 	}
-	backoff := backoffStart
 	var c clocks
 	retries := shardRetries{}
 	for ctx.Err() == nil {
-		// A shard that fails waits out its own backoff (shardRetries); the
-		// leases and upkeep, which every shard needs, hold up the loop.
-		checked, err := f.renewLeasesIfDue(ctx, &c)
-		busy, passBackoff, passErr := f.pass(ctx, retries)
-		ran, more, upkeepErr := f.upkeepIfDue(ctx, &c)
-		checked, busy, err = checked || ran, busy || more, errors.Join(err, upkeepErr)
-		if failed := errors.Join(err, passErr); failed != nil && ctx.Err() == nil {
+		// Each part retries on a clock of its own: a shard that fails waits
+		// out its backoff (shardRetries), and so do the leases and upkeep
+		// (clocks), so that none failing holds up the others.
+		leaseWait, leaseErr := f.renewLeasesIfDue(ctx, &c)
+		busy, passWait, passErr := f.pass(ctx, retries)
+		more, upkeepWait, upkeepErr := f.upkeepIfDue(ctx, &c)
+		if err := errors.Join(leaseErr, passErr, upkeepErr); err != nil && ctx.Err() == nil {
 			telemetry.FlushErrors.Inc()
-			wait := passBackoff
-			if err != nil {
-				wait = backoff
-			}
-			f.log.Error("flush failed; will retry", zap.Duration("backoff", wait), zap.Error(failed))
+			f.log.Error("flush failed; will retry", zap.Duration("backoff", max(leaseWait, passWait, upkeepWait)),
+				zap.Error(err))
 		}
-		switch {
-		case ctx.Err() != nil:
-		case err != nil:
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, f.cfg.MaxBackoff)
-		default:
-			if checked { // not merely a turn that had nothing due
-				backoff = backoffStart
-			}
-			if !busy {
-				sleep(ctx, f.cfg.IdleWait)
-			}
+		if !busy && !more {
+			sleep(ctx, f.cfg.IdleWait)
 		}
 	}
 	f.log.Info("flusher stopped")
 	return nil
 }
 
-// clocks are when Run next renews the leases, runs upkeep and repairs.
+// clocks are when Run next renews the leases, runs upkeep and repairs, and
+// the backoffs of the leases and upkeep after failures in a row (0 after a
+// success).
 type clocks struct {
-	lease, upkeep, repair time.Time
+	lease, upkeep, repair       time.Time
+	leaseBackoff, upkeepBackoff time.Duration
 }
 
-// renewLeasesIfDue renews the leases once LeaseEvery has passed; ran says
-// it did (never without leases).
-func (f *Flusher) renewLeasesIfDue(ctx context.Context, c *clocks) (ran bool, err error) {
+// schedule sets a periodic task's next run from now: every period while it
+// succeeds; after failures in a row, not before its backoff, which doubles
+// from backoffStart up to maxBackoff. retryIn is the wait after a failure,
+// 0 after a success.
+func schedule(next *time.Time, backoff *time.Duration, now time.Time, period, maxBackoff time.Duration,
+	err error) (retryIn time.Duration) {
+	if err == nil {
+		*backoff, *next = 0, now.Add(period)
+		return 0
+	}
+	*backoff = max(backoffStart, min(2**backoff, maxBackoff))
+	retryIn = max(period, *backoff)
+	*next = now.Add(retryIn)
+	return retryIn
+}
+
+// renewLeasesIfDue renews the leases once LeaseEvery has passed (never
+// without leases); retryIn is the wait after a failure.
+func (f *Flusher) renewLeasesIfDue(ctx context.Context, c *clocks) (retryIn time.Duration, err error) {
 	now := f.now()
 	if f.cfg.Leases == nil || now.Before(c.lease) {
-		return false, nil
+		return 0, nil
 	}
-	c.lease = now.Add(f.cfg.LeaseEvery)
-	return true, f.renewLeases(ctx)
+	err = f.renewLeases(ctx)
+	return schedule(&c.lease, &c.leaseBackoff, now, f.cfg.LeaseEvery, f.cfg.MaxBackoff, err), err
 }
 
 // upkeepIfDue runs Upkeep on its own clock (SettleEvery, repairing every
 // RepairEvery): a failing shard must not hold up settlement or repair of
-// the others. more says that more settlements are due than a round takes:
-// the next round follows the next pass at once, which keeps the claims
-// flowing meanwhile.
-func (f *Flusher) upkeepIfDue(ctx context.Context, c *clocks) (ran, more bool, err error) {
+// the others, nor an upkeep that fails the claims. more says that more
+// settlements are due than a round takes: the next round follows the next
+// pass at once, which keeps the claims flowing meanwhile. retryIn is the
+// wait after a failure.
+func (f *Flusher) upkeepIfDue(ctx context.Context, c *clocks) (more bool, retryIn time.Duration, err error) {
 	now := f.now()
 	if now.Before(c.upkeep) {
-		return false, false, nil
+		return false, 0, nil
 	}
 	repair := !now.Before(c.repair)
 	err = f.Upkeep(ctx, repair)
-	c.upkeep = now.Add(f.cfg.SettleEvery)
+	retryIn = schedule(&c.upkeep, &c.upkeepBackoff, now, f.cfg.SettleEvery, f.cfg.MaxBackoff, err)
 	if f.settleMore {
 		c.upkeep, more = now, true
 	}
 	if repair {
 		c.repair = now.Add(f.cfg.RepairEvery)
 	}
-	return true, more, err
+	return more, retryIn, err
 }
 
 // Upkeep checks every shard's epoch, then settles the envelopes that are due

@@ -23,9 +23,9 @@ func TestSettlementOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{ // refunds that take longer than the limit
-		`CREATE FUNCTION test_slow_refund() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$`,
+		`CREATE FUNCTION test_slow_refund() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`,
 		`CREATE TRIGGER test_slow_refund AFTER UPDATE ON packet_pool FOR EACH STATEMENT EXECUTE FUNCTION test_slow_refund()`,
-		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '200ms'); END $$`,
+		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '1s'); END $$`,
 	} {
 		if _, err := s.Pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)

@@ -74,10 +74,10 @@ func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
 	}
 }
 
-// While PostgreSQL is down, the flusher backs off: the upkeep every shard
-// needs fails on, and the loop's backoff grows from one failure to the
-// next rather than starting again at its shortest after each turn that had
-// nothing due (a log line and an error counted every second).
+// While PostgreSQL is down, the flusher backs off: every part that fails
+// (the shard with claims, the upkeep) retries on a backoff that grows from
+// one failure to the next, never starting again at its shortest after a
+// turn that had nothing due (a log line and an error counted every second).
 func TestPostgresDownBacksOff(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
@@ -103,5 +103,59 @@ func TestPostgresDownBacksOff(t *testing.T) {
 	}
 	if lines == 0 || shortest > 1 {
 		t.Errorf("%d lines said the shortest backoff (%s) in %d failures; want the first alone", shortest, backoffStart, lines)
+	}
+}
+
+// An upkeep that keeps failing for one shard (its epoch unreadable, as
+// when its Redis master is unreachable) retries on its own backoff: the
+// claims of every shard are written at their usual pace meanwhile, not
+// after the upkeep's backoff, which grows to MaxBackoff.
+func TestFailingUpkeepDoesNotHoldUpTheClaims(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	k := s.Redis.Keys()
+	first, _ := s.Grabbed(t, 5, 1)
+	broken := (k.Shard(first.ID) + 1) % k.Shards()
+	if err := s.RDB.LPush(t.Context(), k.Epoch(broken), "not an epoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.ErrorLevel)
+	f := New(s.Redis, s.PG, Config{MaxBackoff: 10 * time.Second, SettleEvery: 100 * time.Millisecond}, zap.New(core))
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// After its seventh failure (50 ms, doubling) the upkeep waits 3.2 s,
+	// and a loop it held up would sleep 6.4 s.
+	for deadline := time.Now().Add(30 * time.Second); logs.FilterMessage("flush failed; will retry").Len() < 7; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upkeep failed %d times in 30 s", logs.FilterMessage("flush failed; will retry").Len())
+		}
+	}
+	var other grab.Envelope
+	for other.ID == 0 || k.Shard(other.ID) == broken {
+		other, _ = s.Grabbed(t, 5, 3)
+	}
+	grabbed := time.Now()
+	for {
+		var n int
+		if err := s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM packets
+			WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, other.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			break
+		}
+		if waited := time.Since(grabbed); waited > 3*time.Second {
+			t.Fatalf("claims not written %s after they were granted, while upkeep fails: %d of 3",
+				waited.Round(time.Millisecond), n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -118,7 +118,7 @@ type copiedClaims struct {
 }
 
 // copyLockTimeout bounds a claim transaction's waits on locks
-// (dbsqlc.ClaimCopyLockTimeout says why). Without a Redis that lost state
+// (dbsqlc.LocalLockTimeout says why). Without a Redis that lost state
 // or a DBA's lock, nothing waits at all.
 const copyLockTimeout = time.Second
 
@@ -130,7 +130,7 @@ func (s *Store) copyClaims(ctx context.Context, claims []Claim) (*copiedClaims, 
 		return nil, err
 	}
 	q := s.q.WithTx(tx)
-	err = q.ClaimCopyLockTimeout(ctx, strconv.FormatInt(copyLockTimeout.Milliseconds(), 10))
+	err = q.LocalLockTimeout(ctx, strconv.FormatInt(copyLockTimeout.Milliseconds(), 10))
 	var rows []dbsqlc.CopyClaimsParams
 	if err == nil {
 		rows, err = s.withSenders(ctx, q, claims)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,11 +67,19 @@ func (s *Store) FailLoading(ctx context.Context, id int64, now time.Time) (Settl
 	return s.finish(ctx, id, now, envelope.StatusFailed, []envelope.Status{envelope.StatusLoading})
 }
 
+// settleLockTimeout bounds a settlement's waits on locks (dbsqlc.LocalLockTimeout
+// says why); its statements themselves have no time limit: bounded work
+// that must finish, whatever statement_timeout a DBA set.
+const settleLockTimeout = 5 * time.Second
+
 func (s *Store) finish(ctx context.Context, id int64, now time.Time, to envelope.Status, from []envelope.Status) (Settlement, error) {
 	var out Settlement
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if err := q.LocalNoStatementTimeout(ctx); err != nil {
+			return err
+		}
+		if err := q.LocalLockTimeout(ctx, strconv.FormatInt(settleLockTimeout.Milliseconds(), 10)); err != nil {
 			return err
 		}
 		row, err := q.LockForSettlement(ctx, id)

@@ -77,7 +77,8 @@ func PoolConfig(databaseURL string, lockTimeout time.Duration) (*pgxpool.Config,
 	setLock := lockTimeout > 0 && !set && !strings.Contains(pc.ConnConfig.RuntimeParams["options"], "lock_timeout")
 	ms := strconv.FormatInt(lockTimeout.Milliseconds(), 10)
 	// Set once connected, not as startup parameters, which a connection
-	// pooler (PgBouncer) may refuse.
+	// pooler (PgBouncer) may refuse. (Behind a pooler in transaction mode,
+	// session settings would not follow the session: not supported.)
 	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		q := dbsqlc.New(c)
 		if err := q.SessionReadCommitted(ctx); err != nil {

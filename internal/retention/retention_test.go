@@ -363,9 +363,9 @@ func TestRunOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 		seed(t, pool, id, 4, "settled", now.Add(-48*time.Hour))
 	}
 	// Deletes that take longer than the limit.
-	exec(t, pool, `CREATE FUNCTION test_slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$`)
+	exec(t, pool, `CREATE FUNCTION test_slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`)
 	exec(t, pool, `CREATE TRIGGER test_slow_delete AFTER DELETE ON packet_pool FOR EACH STATEMENT EXECUTE FUNCTION test_slow_delete()`)
-	exec(t, pool, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '200ms'); END $$`)
+	exec(t, pool, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '1s'); END $$`)
 	limited, err := pgxpool.New(t.Context(), url) // sessions with the database's limit
 	if err != nil {
 		t.Fatal(err)
@@ -373,6 +373,6 @@ func TestRunOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 	defer limited.Close()
 	res, err := Run(t.Context(), limited, options(t, 24*time.Hour))
 	if err != nil || res.Removed.Envelopes != 3 {
-		t.Errorf("run under a 200 ms statement_timeout: %+v, %v; want 3 envelopes removed", res.Removed, err)
+		t.Errorf("run under a 1 s statement_timeout: %+v, %v; want 3 envelopes removed", res.Removed, err)
 	}
 }

@@ -278,27 +278,6 @@ func (q *Queries) ApplyClaimsGuarded(ctx context.Context, arg ApplyClaimsGuarded
 	return items, nil
 }
 
-const ClaimCopyLockTimeout = `-- name: ClaimCopyLockTimeout :exec
-SELECT set_config('lock_timeout', $1::text, true)
-`
-
-// ClaimCopyLockTimeout bounds, for the rest of the transaction, how long a
-// statement of it waits on a lock (milliseconds, as text). The flusher COPYs
-// the chunks of a batch on several connections at once, and a COPY waits
-// only on another transaction's uncommitted claim of the same packet, user
-// or order number (a Redis that lost state granted it twice) or on a lock a
-// DBA holds. An earlier chunk waiting on a later chunk's claim would wait for
-// ever, since the later chunk commits only after it: the timeout fails the
-// COPY instead, and the flusher applies the rest of the batch chunk by chunk,
-// guarded. The statement after the COPY keeps the bound: a claim write that
-// waits that long on an envelope's row, or on the event positions (the
-// 'event' sequence row every event writer holds until it commits: a commit
-// slower than the bound, a stalled disk), fails and is retried, and says why.
-func (q *Queries) ClaimCopyLockTimeout(ctx context.Context, timeout string) error {
-	_, err := q.db.Exec(ctx, ClaimCopyLockTimeout, timeout)
-	return err
-}
-
 const ClaimPlan = `-- name: ClaimPlan :exec
 SELECT set_config('enable_seqscan', 'off', true), set_config('enable_mergejoin', 'off', true),
        set_config('enable_hashjoin', 'off', true)

@@ -36,6 +36,33 @@ func (q *Queries) LocalIdleInTransactionTimeout(ctx context.Context, timeout str
 	return err
 }
 
+const LocalLockTimeout = `-- name: LocalLockTimeout :exec
+SELECT set_config('lock_timeout', $1::text, true)
+`
+
+// LocalLockTimeout bounds, for the rest of the transaction, how long a
+// statement of it waits on a lock (milliseconds, as text).
+//
+// A claim transaction sets it (pgstore.copyLockTimeout): the flusher COPYs
+// the chunks of a batch on several connections at once, and a COPY waits
+// only on another transaction's uncommitted claim of the same packet, user
+// or order number (a Redis that lost state granted it twice) or on a lock a
+// DBA holds. An earlier chunk waiting on a later chunk's claim would wait for
+// ever, since the later chunk commits only after it: the timeout fails the
+// COPY instead, and the flusher applies the rest of the batch chunk by chunk,
+// guarded. The statement after the COPY keeps the bound: a claim write that
+// waits that long on an envelope's row, or on the event positions (the
+// 'event' sequence row every event writer holds until it commits: a commit
+// slower than the bound, a stalled disk), fails and is retried, and says why.
+//
+// A settlement sets it too (pgstore.settleLockTimeout): behind a lock a DBA
+// holds it fails and is retried next round, rather than holding up the
+// flusher's one loop, claims included, for as long as the lock is held.
+func (q *Queries) LocalLockTimeout(ctx context.Context, timeout string) error {
+	_, err := q.db.Exec(ctx, LocalLockTimeout, timeout)
+	return err
+}
+
 const LocalNoStatementTimeout = `-- name: LocalNoStatementTimeout :exec
 SELECT set_config('statement_timeout', '0', true)
 `

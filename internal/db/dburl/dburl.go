@@ -78,10 +78,16 @@ func KeepLocksAlive(params map[string]string) {
 // pool's up to an hour. With several hosts in the URL, the writable one is
 // found.
 func Writable(c *pgconn.Config, databaseURL string) {
-	if c.ValidateConnect == nil && !strings.Contains(databaseURL, "target_session_attrs") &&
-		os.Getenv("PGTARGETSESSIONATTRS") == "" {
+	if c.ValidateConnect == nil && WantsWritable(databaseURL) {
 		c.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
 	}
+}
+
+// WantsWritable reports whether a connection to databaseURL is to be made
+// writable only (Writable): unless the URL or the environment says which
+// servers it accepts.
+func WantsWritable(databaseURL string) bool {
+	return !strings.Contains(databaseURL, "target_session_attrs") && os.Getenv("PGTARGETSESSIONATTRS") == ""
 }
 
 // SessionConfig is the settings of a connection of its own (Session's URL),
