@@ -1,6 +1,7 @@
 package flush
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -43,6 +44,50 @@ func TestSettlementOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 		if err := f.Upkeep(ctx, false); err != nil {
 			t.Fatal(err)
 		}
+	}
+	wantSettled(t, s, e.ID, claims)
+}
+
+// A settlement behind a lock a DBA holds (an index being built on
+// packet_pool takes SHARE: its refunds wait) fails after settleLockTimeout
+// and is retried the next round, rather than holding up the flusher's one
+// loop, claims included, for as long as the lock is held.
+func TestSettlementDoesNotWaitOutADBAsLock(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := t.Context()
+	e, claims := expiring(t, s, 10, 4)
+	f := newFlusher(t, s, Config{})
+	f.now = s.Clock.Now
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := lock.Exec(ctx, `LOCK TABLE packet_pool IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(61 * time.Second)
+	start := time.Now()
+	waitCtx, cancel := context.WithTimeout(ctx, 15*time.Second) // a settlement that waits on is cut off
+	defer cancel()
+	var upkeepErr error
+	for range 2 { // closed, then its settlement waits on the lock
+		if upkeepErr = f.Upkeep(waitCtx, false); upkeepErr != nil {
+			break
+		}
+	}
+	if waited := time.Since(start); upkeepErr == nil || waited > 10*time.Second {
+		t.Fatalf("settlement behind a lock: %v after %s, want a failure within the lock timeout", upkeepErr, waited)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Upkeep(ctx, false); err != nil {
+		t.Fatal(err)
 	}
 	wantSettled(t, s, e.ID, claims)
 }
