@@ -204,7 +204,7 @@ func schedule(next *time.Time, backoff *time.Duration, now time.Time, period, ma
 		*backoff, *next = 0, now.Add(period)
 		return 0
 	}
-	*backoff = max(backoffStart, min(2**backoff, maxBackoff))
+	*backoff = grow(*backoff, maxBackoff)
 	retryIn = max(period, *backoff)
 	*next = now.Add(retryIn)
 	return retryIn

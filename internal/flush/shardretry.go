@@ -25,10 +25,13 @@ func (r shardRetries) due(shard int, now time.Time) bool {
 // failed puts shard off from passStart, the start of the pass it failed
 // in, and returns for how long.
 func (r shardRetries) failed(shard int, passStart time.Time, maxBackoff time.Duration) time.Duration {
-	b := backoffStart
-	if x, ok := r[shard]; ok {
-		b = min(2*x.backoff, maxBackoff)
-	}
+	b := grow(r[shard].backoff, maxBackoff)
 	r[shard] = shardRetry{at: passStart.Add(b), backoff: b}
 	return b
+}
+
+// grow is the backoff after one more failure in a row: backoffStart after
+// the first (b is 0), then doubling up to maxBackoff.
+func grow(b, maxBackoff time.Duration) time.Duration {
+	return max(backoffStart, min(2*b, maxBackoff))
 }
