@@ -324,15 +324,7 @@ func TestSettleBacklogInRoundsBackToBack(t *testing.T) {
 	f := newFlusher(t, s, Config{KeyTTL: time.Hour, SettleEvery: time.Hour, IdleWait: 10 * time.Millisecond})
 	f.now = s.Clock.Now
 	f.settleBatch = 3
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runInBackground(t, f)
 	deadline := time.Now().Add(10 * time.Second)
 	for _, id := range ids {
 		for readLedger(t, s, id).status != "settled" {

@@ -35,25 +35,44 @@ func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
 		failures.Add(1)
 		return errors.New("shard unavailable (test)")
 	}
+	runInBackground(t, f)
+
+	// After its eighth failure (50 ms, doubling) the broken shard waits
+	// 6.4 s: a backoff it held the others to would keep them as long.
+	waitUntil(t, "the broken shard's eighth failure", func() bool { return failures.Load() >= 8 })
+	writtenWithin(t, s, k.Shard(broken.ID), 4*time.Second, "while a shard fails")
+}
+
+// runInBackground runs f until the test ends.
+func runInBackground(t *testing.T, f *Flusher) {
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+}
 
-	// After its eighth failure (50 ms, doubling) the broken shard waits
-	// 6.4 s: a backoff it held the others to would keep them as long.
-	for deadline := time.Now().Add(30 * time.Second); failures.Load() < 8; time.Sleep(5 * time.Millisecond) {
+// waitUntil polls cond until it holds, failing the test after 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the broken shard failed %d times in 30 s", failures.Load())
+			t.Fatalf("waiting for %s: not within 30 s", what)
 		}
 	}
+}
+
+// writtenWithin grabs three packets of an envelope on a shard other than
+// avoid and checks that PostgreSQL holds them within the bound.
+func writtenWithin(t *testing.T, s *stack.Stack, avoid int, within time.Duration, while string) {
+	t.Helper()
+	k := s.Redis.Keys()
 	var other grab.Envelope
-	for other.ID == 0 || k.Shard(other.ID) == k.Shard(broken.ID) {
+	for other.ID == 0 || k.Shard(other.ID) == avoid {
 		other, _ = s.Grabbed(t, 5, 3)
 	}
 	grabbed := time.Now()
@@ -64,11 +83,11 @@ func TestFailingShardDoesNotHoldUpTheOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n == 3 {
-			break
+			return
 		}
-		if waited := time.Since(grabbed); waited > 4*time.Second {
-			t.Fatalf("claims of shard %d not written %s after they were granted, while shard %d fails: %d of 3",
-				k.Shard(other.ID), waited.Round(time.Millisecond), k.Shard(broken.ID), n)
+		if waited := time.Since(grabbed); waited > within {
+			t.Fatalf("claims of shard %d not written %s after they were granted, %s: %d of 3",
+				k.Shard(other.ID), waited.Round(time.Millisecond), while, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -121,41 +140,11 @@ func TestFailingUpkeepDoesNotHoldUpTheClaims(t *testing.T) {
 	}
 	core, logs := observer.New(zap.ErrorLevel)
 	f := New(s.Redis, s.PG, Config{MaxBackoff: 10 * time.Second, SettleEvery: 100 * time.Millisecond}, zap.New(core))
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runInBackground(t, f)
 
 	// After its seventh failure (50 ms, doubling) the upkeep waits 3.2 s,
 	// and a loop it held up would sleep 6.4 s.
-	for deadline := time.Now().Add(30 * time.Second); logs.FilterMessage("flush failed; will retry").Len() < 7; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upkeep failed %d times in 30 s", logs.FilterMessage("flush failed; will retry").Len())
-		}
-	}
-	var other grab.Envelope
-	for other.ID == 0 || k.Shard(other.ID) == broken {
-		other, _ = s.Grabbed(t, 5, 3)
-	}
-	grabbed := time.Now()
-	for {
-		var n int
-		if err := s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM packets
-			WHERE envelope_id = $1 AND claimed_by IS NOT NULL`, other.ID).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 3 {
-			break
-		}
-		if waited := time.Since(grabbed); waited > 3*time.Second {
-			t.Fatalf("claims not written %s after they were granted, while upkeep fails: %d of 3",
-				waited.Round(time.Millisecond), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	failures := func() int { return logs.FilterMessage("flush failed; will retry").Len() }
+	waitUntil(t, "the upkeep's seventh failure", func() bool { return failures() >= 7 })
+	writtenWithin(t, s, broken, 3*time.Second, "while upkeep fails")
 }
