@@ -41,6 +41,7 @@ func TestOperationsMetricsAndHealthchecks(t *testing.T) {
 				`redpacket_envelopes_finished_total{status="settled"}`, `redpacket_envelopes_finished_total{status="failed"}`,
 				`redpacket_webhook_deliveries_total{result="failed"}`, `redpacket_webhook_deliveries_total{result="delivered"}`,
 				"redpacket_refunded_cents_total", "redpacket_suspended_envelopes", "redpacket_audit_violations",
+				"redpacket_settlement_overdue_seconds",
 				"redpacket_envelopes_suspended_total", "redpacket_flush_errors_total"},
 			[]string{`redpacket_dependency_up{dependency="postgres"}`, `redpacket_dependency_up{dependency="redis"}`},
 			[]string{"redpacket_grabs_total", "redpacket_grab_duration", "redpacket_http_", "redpacket_sequence_"}},

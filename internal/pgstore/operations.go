@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,8 +17,8 @@ import (
 const webhookPendingCap = 100000
 
 // Ledger reads what the flushers export from PostgreSQL: settlement totals,
-// the envelopes suspended now, the last audit and, with webhooks, the
-// undelivered events. Every query is served by an index or a tiny table.
+// the envelopes suspended now, the oldest overdue settlement, the last audit
+// and, with webhooks, the undelivered events. Every query is served by an index or a tiny table.
 func (s *Store) Ledger(ctx context.Context, webhooks bool) (telemetry.Ledger, error) {
 	l := telemetry.Ledger{Finished: map[envelope.Status]telemetry.Finished{}}
 	totals, err := s.q.SettlementTotals(ctx)
@@ -30,6 +31,11 @@ func (s *Store) Ledger(ctx context.Context, webhooks bool) (telemetry.Ledger, er
 	if l.Suspended, err = s.q.CountSuspended(ctx); err != nil {
 		return l, fmt.Errorf("count suspended envelopes: %w", err)
 	}
+	overdue, err := s.q.SettlementOverdueSeconds(ctx)
+	if err != nil {
+		return l, fmt.Errorf("read the oldest overdue settlement: %w", err)
+	}
+	l.SettlementOverdue = time.Duration(overdue * float64(time.Second))
 	last, err := s.q.LastAudit(ctx)
 	switch {
 	case err == nil:

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"redpacket/internal/db/dbsqlc"
 	"redpacket/internal/pgstore"
@@ -68,6 +69,56 @@ func TestLedgerCountsEverySettlement(t *testing.T) {
 	}
 	if l.Suspended != 0 {
 		t.Errorf("suspended envelopes after the refund: %d, want 0", l.Suspended)
+	}
+}
+
+// An envelope past its expiry and not settled is overdue from its expiry;
+// a suspended one is counted apart, a settled one not at all, and one not
+// yet expired is not overdue.
+func TestLedgerReportsTheOldestOverdueSettlement(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := t.Context()
+	overdue := func() time.Duration {
+		t.Helper()
+		l, err := s.Ledger(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.SettlementOverdue
+	}
+	if got := overdue(); got != 0 {
+		t.Fatalf("empty ledger: overdue %v, want 0", got)
+	}
+	open(t, s, 1001, 5001, []int64{100}) // expires in 2030
+	if got := overdue(); got != 0 {
+		t.Fatalf("an envelope not yet expired: overdue %v, want 0", got)
+	}
+	// Created 25 h ago, each expired an hour ago (its lifetime is a day).
+	created := time.Now().Add(-25 * time.Hour)
+	settled := insert(t, s, 1002, 6001, []int64{40}, created.Add(-time.Hour))
+	if _, err := s.MarkLoaded(ctx, settled.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, settled.ID, time.Now(), "open"); err != nil {
+		t.Fatal(err)
+	}
+	suspended := insert(t, s, 1003, 7001, []int64{40}, created.Add(-2*time.Hour))
+	if _, err := s.MarkLoaded(ctx, suspended.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Suspend(ctx, suspended.ID, "redis lost it", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := overdue(); got != 0 {
+		t.Fatalf("only settled and suspended envelopes past expiry: overdue %v, want 0", got)
+	}
+	waiting := insert(t, s, 1004, 8001, []int64{40}, created)
+	if _, err := s.MarkLoaded(ctx, waiting.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := overdue(); got < time.Hour-time.Minute || got > time.Hour+time.Minute {
+		t.Fatalf("an open envelope expired an hour ago: overdue %v, want about 1h", got)
 	}
 }
 

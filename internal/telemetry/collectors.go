@@ -53,6 +53,9 @@ type Ledger struct {
 	Suspended      int64                        // envelopes suspended now
 	WebhookPending int64                        // undelivered events (counted up to a cap); 0 without webhooks
 	Audit          AuditRun
+	// SettlementOverdue is how long ago the oldest envelope still waiting
+	// for its settlement (not suspended) expired; 0 when none has.
+	SettlementOverdue time.Duration
 }
 
 // Finished are the totals of the envelopes that reached one final status.
@@ -87,6 +90,9 @@ var (
 		"When the last flusher audit finished (Unix time); 0 if none has run.", nil, nil)
 	auditViolationsDesc = prometheus.NewDesc("redpacket_audit_violations",
 		"Violations the last flusher audit found.", nil, nil)
+	overdueDesc = prometheus.NewDesc("redpacket_settlement_overdue_seconds",
+		"How long ago the oldest envelope not yet settled expired (0 when none has; suspended envelopes are "+
+			"counted apart), from PostgreSQL: its refund waits as long.", nil, nil)
 )
 
 type ledgerCollector struct {
@@ -106,7 +112,7 @@ func NewLedgerCollector(read func(context.Context) (Ledger, error)) prometheus.C
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{finishedDesc, refundedDesc, settledDesc, suspendedDesc,
-		webhookPendingDesc, auditAtDesc, auditViolationsDesc} {
+		webhookPendingDesc, auditAtDesc, auditViolationsDesc, overdueDesc} {
 		ch <- d
 	}
 }
@@ -142,6 +148,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(auditAtDesc, prometheus.GaugeValue, at)
 	ch <- prometheus.MustNewConstMetric(auditViolationsDesc, prometheus.GaugeValue, float64(l.Audit.Violations))
+	ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, l.SettlementOverdue.Seconds())
 }
 
 var redisMemory = prometheus.NewDesc("redpacket_redis_memory_used_ratio",

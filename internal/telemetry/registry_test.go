@@ -33,7 +33,7 @@ var (
 		"redpacket_envelopes_finished_total", "redpacket_refunded_cents_total", "redpacket_settled_cents_total",
 		"redpacket_suspended_envelopes", "redpacket_webhook_pending_events",
 		"redpacket_audit_last_run_timestamp_seconds", "redpacket_audit_violations",
-		"redpacket_redis_memory_used_ratio"}
+		"redpacket_redis_memory_used_ratio", "redpacket_settlement_overdue_seconds"}
 )
 
 // testRegistries are the daemons' registries as they stand once started:
@@ -175,7 +175,8 @@ func TestLedgerIsReadAtScrapeAndKeptWhenPostgresFails(t *testing.T) {
 			"failed":  {Envelopes: 1, RefundedCents: 50},
 		},
 		Suspended: 2, WebhookPending: 9,
-		Audit: AuditRun{FinishedAt: time.Unix(1700000000, 500e6), Violations: 4},
+		Audit:             AuditRun{FinishedAt: time.Unix(1700000000, 500e6), Violations: 4},
+		SettlementOverdue: 90*time.Second + 250*time.Millisecond,
 	}
 	var fail bool
 	_, flusher := testRegistries(func(context.Context) (Ledger, error) {
@@ -193,6 +194,7 @@ func TestLedgerIsReadAtScrapeAndKeptWhenPostgresFails(t *testing.T) {
 		"redpacket_webhook_pending_events":                     9,
 		"redpacket_audit_last_run_timestamp_seconds":           1700000000.5,
 		"redpacket_audit_violations":                           4,
+		"redpacket_settlement_overdue_seconds":                 90.25,
 	}
 	for _, fail = range []bool{false, true} {
 		got := values(gather(t, flusher))

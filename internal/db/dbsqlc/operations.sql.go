@@ -114,6 +114,26 @@ func (q *Queries) RecordAudit(ctx context.Context, arg RecordAuditParams) error 
 	return err
 }
 
+const SettlementOverdueSeconds = `-- name: SettlementOverdueSeconds :one
+SELECT coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8 AS overdue_seconds
+FROM envelopes
+WHERE status IN ('loading', 'open', 'sold_out', 'expired') AND expires_at < now()
+`
+
+// SettlementOverdueSeconds is how long ago the oldest envelope still
+// waiting for its settlement expired, 0 when none has: a flusher settles an
+// expired envelope within seconds, so a growing figure is an envelope whose
+// settlement keeps failing (or whose shard no flusher reaches), its refund
+// with it. Suspended envelopes wait for an operator and are counted apart
+// (CountSuspended). The partial index of unfinished envelopes serves it in
+// expiry order.
+func (q *Queries) SettlementOverdueSeconds(ctx context.Context) (float64, error) {
+	row := q.db.QueryRow(ctx, SettlementOverdueSeconds)
+	var overdue_seconds float64
+	err := row.Scan(&overdue_seconds)
+	return overdue_seconds, err
+}
+
 const SettlementTotals = `-- name: SettlementTotals :many
 SELECT status, envelopes, claimed_cents::float8 AS claimed_cents,
     refunded_cents::float8 AS refunded_cents

@@ -47,3 +47,15 @@ SELECT least(a.cap,
         SELECT x.last_position - x.delivered_through AS n FROM claim_event_runs x
         WHERE x.delivered_through < x.last_position LIMIT (SELECT cap FROM arg)) r))::bigint AS pending
 FROM arg a;
+
+-- name: SettlementOverdueSeconds :one
+-- SettlementOverdueSeconds is how long ago the oldest envelope still
+-- waiting for its settlement expired, 0 when none has: a flusher settles an
+-- expired envelope within seconds, so a growing figure is an envelope whose
+-- settlement keeps failing (or whose shard no flusher reaches), its refund
+-- with it. Suspended envelopes wait for an operator and are counted apart
+-- (CountSuspended). The partial index of unfinished envelopes serves it in
+-- expiry order.
+SELECT coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8 AS overdue_seconds
+FROM envelopes
+WHERE status IN ('loading', 'open', 'sold_out', 'expired') AND expires_at < now();
