@@ -202,7 +202,8 @@ func TestRepairGivesUpOldLoadingEnvelope(t *testing.T) {
 	insertLoading(t, s, 2, now.Add(-11*time.Minute)) // loaded, creator died before marking it open
 	insertLoading(t, s, 3, now.Add(-time.Minute))    // young enough: loaded now
 	e2, _ := s.PG.Envelope(ctx, 2)
-	if _, err := s.Redis.LoadEnvelope(ctx, 2, e2.ExpiresAt, 30, []redisstore.Packet{{ID: 200, AmountCents: 10}}); err != nil {
+	if _, err := s.Redis.LoadEnvelope(ctx, 2, e2.ExpiresAt, 30,
+		[]redisstore.Packet{{ID: 200, AmountCents: 10}, {ID: 201, AmountCents: 10}, {ID: 202, AmountCents: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	f := upkeepFlusher(t, s)
@@ -290,7 +291,7 @@ func TestGivingUpCanBeRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Redis step ran, then the flusher died before PostgreSQL's.
-	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, 3, time.Hour); err != nil || loaded {
+	if loaded, err := s.Redis.Fail(ctx, epochs[s.Redis.Keys().Shard(1)], 1, 3, time.Now(), 300, time.Hour); err != nil || loaded {
 		t.Fatalf("Fail = %v, %v", loaded, err)
 	}
 	if err := f.Upkeep(ctx, true); err != nil {
@@ -302,6 +303,42 @@ func TestGivingUpCanBeRepeated(t *testing.T) {
 	e, _ := s.PG.Envelope(ctx, 1)
 	if _, err := s.Redis.LoadEnvelope(ctx, 1, e.ExpiresAt, 30, []redisstore.Packet{{ID: 100, AmountCents: 10}}); !errors.Is(err, redisstore.ErrGivenUp) {
 		t.Fatalf("late load of a failed envelope = %v, want ErrGivenUp", err)
+	}
+}
+
+// An envelope left loading whose id another envelope holds in Redis (ids
+// handed out again, as after PostgreSQL was restored from a backup) is
+// given up and refunded whole, young or old, and the other envelope's state
+// is left as it was: it was never offered.
+func TestRepairGivesUpAnEnvelopeWhoseIDAnotherHolds(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	if err := f.Upkeep(ctx, false); err != nil { // epochs
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id  int64
+		age time.Duration
+	}{{1, time.Minute}, {2, 11 * time.Minute}} {
+		if _, err := s.Redis.LoadEnvelope(ctx, c.id, s.Clock.Now().Add(time.Hour), 50,
+			[]redisstore.Packet{{ID: 9000 + c.id, AmountCents: 50}}); err != nil {
+			t.Fatal(err)
+		}
+		insertLoading(t, s, c.id, s.Clock.Now().Add(-c.age))
+	}
+	if err := f.Upkeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2} {
+		if l := readLedger(t, s, id); l.status != "failed" || l.refunded != 30 || l.claimedPackets != 0 {
+			t.Errorf("envelope %d whose id another holds: %+v, want failed and its 30 cents refunded", id, l)
+		}
+		meta := s.RDB.HGetAll(ctx, s.Redis.Keys().Meta(id)).Val()
+		if meta["status"] != "open" || meta["total"] != "50" {
+			t.Errorf("the other envelope's meta under %d: %v, want it untouched (open, total 50)", id, meta)
+		}
 	}
 }
 

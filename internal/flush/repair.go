@@ -41,9 +41,10 @@ func (f *Flusher) RepairLoading(ctx context.Context, epochs []string) error {
 		}
 		if now.After(e.ExpiresAt) || now.Sub(e.CreatedAt) > f.cfg.FailAfter {
 			err = f.failLoading(ctx, epoch, e)
-		} else if err = f.load(ctx, epoch, e); errors.Is(err, redisstore.ErrGivenUp) {
+		} else if err = f.load(ctx, epoch, e); errors.Is(err, redisstore.ErrGivenUp) || errors.Is(err, redisstore.ErrOtherEnvelope) {
 			// Redis was given the envelope up (failed or suspended) by a
-			// step PostgreSQL did not follow, cut short: finished now.
+			// step PostgreSQL did not follow, cut short: finished now. Or
+			// another envelope holds its id there: it cannot be offered.
 			err = f.failLoading(ctx, epoch, e)
 		}
 		switch {
@@ -95,8 +96,9 @@ func (f *Flusher) markLoaded(ctx context.Context, id int64, loadedNow bool) erro
 // failLoading gives an envelope up: a failed meta in Redis first, so a late
 // load by its creator changes nothing, then every packet refunded.
 func (f *Flusher) failLoading(ctx context.Context, epoch string, e pgstore.Envelope) error {
-	wasLoaded, err := f.redis.Fail(ctx, epoch, e.ID, e.Count, f.cfg.KeyTTL)
-	if err != nil {
+	wasLoaded, err := f.redis.Fail(ctx, epoch, e.ID, e.Count, e.ExpiresAt, e.TotalCents, f.cfg.KeyTTL)
+	foreign := errors.Is(err, redisstore.ErrOtherEnvelope)
+	if err != nil && !foreign {
 		return err
 	}
 	if wasLoaded {
@@ -110,6 +112,13 @@ func (f *Flusher) failLoading(ctx context.Context, epoch string, e pgstore.Envel
 	}
 	if err != nil {
 		return err
+	}
+	if foreign {
+		// Redis's state under the id stays: it is another envelope's.
+		f.log.Error("gave up an envelope whose id another envelope holds in redis; nothing of it was offered, all "+
+			"refunded. Ids were handed out again: was PostgreSQL restored from a backup older than Redis?",
+			zap.Int64("envelope_id", e.ID), zap.Int64("refunded_cents", st.RefundedCents))
+		return nil
 	}
 	f.log.Warn("gave up an envelope that never finished loading; nothing was offered, all refunded",
 		zap.Int64("envelope_id", e.ID), zap.Int64("refunded_cents", st.RefundedCents))

@@ -8,6 +8,8 @@
 -- KEYS[5 ..] the envelope's claim buckets, all of them
 -- ARGV[1] lifetime of the failed meta in milliseconds
 -- ARGV[2] the shard epoch the caller last checked
+-- ARGV[3] the envelope's expiry, unix milliseconds; ARGV[4] its packet
+--         count; ARGV[5] its total cents (as load.lua takes them)
 --
 -- Reply {code}:
 --   FAILED        the envelope was never loaded, nothing was offered; it is
@@ -19,7 +21,9 @@
 --                 nothing
 --   SUSPENDED     it is suspended (a suspension PostgreSQL may not have
 --                 recorded yet): an operator's, nothing changed
-local FAILED, WAS_LOADED, INCONSISTENT, EPOCH_CHANGED, SUSPENDED = 0, 1, 2, 3, 4
+--   OTHER         a meta of another envelope holds the id (load.lua's
+--                 OTHER): this one was never loaded here; nothing changed
+local FAILED, WAS_LOADED, INCONSISTENT, EPOCH_CHANGED, SUSPENDED, OTHER = 0, 1, 2, 3, 4, 5
 
 local ttl = tonumber(ARGV[1])
 if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
@@ -28,7 +32,11 @@ end
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then
   return {EPOCH_CHANGED}
 end
-local status = redis.call('HGET', KEYS[1], 'status')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'expires', 'count', 'total')
+local status = meta[1]
+if meta[2] and (meta[2] ~= ARGV[3] or meta[3] ~= ARGV[4] or meta[4] ~= ARGV[5]) then
+  return {OTHER}
+end
 if status == 'failed' then
   return {FAILED}
 end

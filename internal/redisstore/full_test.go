@@ -92,7 +92,7 @@ func TestGiveUpWhenRedisIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill()
-	if wasLoaded, err := s.Fail(t.Context(), "e1", 7, 10, time.Hour); err != nil || wasLoaded {
+	if wasLoaded, err := s.Fail(t.Context(), "e1", 7, 10, time.Now().Add(time.Hour), 1000, time.Hour); err != nil || wasLoaded {
 		t.Fatalf("Fail on the full Redis = %v, %v; want the envelope given up", wasLoaded, err)
 	}
 	if st := c.HGet(t.Context(), s.Keys().Meta(7), "status").Val(); st != "failed" {

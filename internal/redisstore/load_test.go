@@ -39,10 +39,29 @@ func TestLoadEnvelope(t *testing.T) {
 	}
 	poolBefore := lrange(t, rdb, k.Pool(id))
 	metaBefore, _ := rdb.HGetAll(ctx, k.Meta(id)).Result()
-	other, otherTotal := makePackets(900, 50)
-	loaded, err = s.LoadEnvelope(ctx, id, expires.Add(time.Hour), otherTotal, other)
+	other, otherTotal := makePackets(900, len(ps))
+	loaded, err = s.LoadEnvelope(ctx, id, expires, otherTotal, other)
 	if err != nil || loaded {
 		t.Fatalf("second LoadEnvelope = %v, %v; want false, nil", loaded, err)
+	}
+	// Another envelope under the id (ids handed out again) is refused, and
+	// changes nothing either: an expiry, a count or a total of its own.
+	bigger, biggerTotal := makePackets(900, 50)
+	if err := rdb.Set(ctx, k.Epoch(k.Shard(id)), "e1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		expires time.Time
+		total   int64
+		ps      []redisstore.Packet
+	}{{expires.Add(time.Millisecond), otherTotal, other}, {expires, biggerTotal, bigger}, {expires, otherTotal + 1, other}} {
+		if loaded, err = s.LoadEnvelope(ctx, id, c.expires, c.total, c.ps); !errors.Is(err, redisstore.ErrOtherEnvelope) || loaded {
+			t.Fatalf("LoadEnvelope of another envelope (expires %v, total %d, %d packets) = %v, %v; want ErrOtherEnvelope",
+				c.expires, c.total, len(c.ps), loaded, err)
+		}
+		if _, err := s.Fail(ctx, "e1", id, len(c.ps), c.expires, c.total, time.Hour); !errors.Is(err, redisstore.ErrOtherEnvelope) {
+			t.Fatalf("Fail of another envelope = %v, want ErrOtherEnvelope", err)
+		}
 	}
 	if got := lrange(t, rdb, k.Pool(id)); fmt.Sprint(got) != fmt.Sprint(poolBefore) || len(got) != 7 {
 		t.Errorf("pool after second load = %v, want %v (7 packets)", got, poolBefore)
@@ -277,12 +296,13 @@ func TestLoadEnvelopeStagedTwiceAtOnce(t *testing.T) {
 	s, rdb := newStore(t)
 	const id, n = 92, 9_000
 	ps, total := makePackets(1, n)
+	expires := time.Now().Add(time.Hour) // both read it from the envelope's row
 	var wg sync.WaitGroup
 	results := make([]bool, 2)
 	errs := make([]error, 2)
 	for i := range results {
 		wg.Go(func() {
-			results[i], errs[i] = s.LoadEnvelope(t.Context(), id, time.Now().Add(time.Hour), total, ps)
+			results[i], errs[i] = s.LoadEnvelope(t.Context(), id, expires, total, ps)
 		})
 	}
 	wg.Wait()

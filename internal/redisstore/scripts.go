@@ -52,7 +52,8 @@ var (
 		rs.Reply{Code: loadInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
 		rs.Reply{Code: loadEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged},
 		rs.Reply{Code: loadGivenUp, Name: "GIVEN_UP", Err: ErrGivenUp},
-		rs.Reply{Code: loadUnstaged, Name: "UNSTAGED", Err: ErrUnstaged})
+		rs.Reply{Code: loadUnstaged, Name: "UNSTAGED", Err: ErrUnstaged},
+		rs.Reply{Code: loadOther, Name: "OTHER", Err: ErrOtherEnvelope})
 	stageScript = rs.New("stage.lua", stageSource,
 		rs.Reply{Code: stageStaged, Name: "STAGED"},
 		rs.Reply{Code: stageOutOfStep, Name: "OUT_OF_STEP", Err: ErrUnstaged})
@@ -69,7 +70,8 @@ var (
 		rs.Reply{Code: failWasLoaded, Name: "WAS_LOADED"},
 		rs.Reply{Code: failInconsistent, Name: "INCONSISTENT", Err: ErrInconsistent},
 		rs.Reply{Code: failEpochChanged, Name: "EPOCH_CHANGED", Err: ErrEpochChanged},
-		rs.Reply{Code: failSuspended, Name: "SUSPENDED", Err: ErrSuspended})
+		rs.Reply{Code: failSuspended, Name: "SUSPENDED", Err: ErrSuspended},
+		rs.Reply{Code: failOther, Name: "OTHER", Err: ErrOtherEnvelope})
 	reloadBeginScript = rs.New("reload_begin.lua", reloadBeginSource,
 		rs.Reply{Code: reloadBegun, Name: "BEGUN"},
 		rs.Reply{Code: reloadBeginNotSuspended, Name: "NOT_SUSPENDED", Err: ErrNotSuspended})
@@ -162,6 +164,7 @@ const (
 	loadEpochChanged rs.Code = 3
 	loadGivenUp      rs.Code = 4
 	loadUnstaged     rs.Code = 5
+	loadOther        rs.Code = 6
 )
 
 // Reply codes of stage.lua.
@@ -195,6 +198,7 @@ const (
 	failInconsistent rs.Code = 2
 	failEpochChanged rs.Code = 3
 	failSuspended    rs.Code = 4
+	failOther        rs.Code = 5
 )
 
 // Reply codes of reload_begin.lua, reload_claims.lua and reload.lua.

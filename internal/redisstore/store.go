@@ -28,7 +28,11 @@ var (
 	// claims an operator's reload wrote) were gone before they were loaded
 	// (their list expired, or Redis lost them); nothing was loaded, and a
 	// load may start again.
-	ErrUnstaged      = errors.New("packets staged for loading are gone; nothing was loaded")
+	ErrUnstaged = errors.New("packets staged for loading are gone; nothing was loaded")
+	// ErrOtherEnvelope: Redis holds another envelope's state under the id
+	// (ids handed out again, as after PostgreSQL was restored from a
+	// backup): this envelope was never loaded there.
+	ErrOtherEnvelope = errors.New("redis holds another envelope under this id (were ids handed out again?); nothing was loaded")
 	ErrBadState      = errors.New("envelope state in redis fails a check (not numbers, or beyond exact integers); nothing was changed")
 	ErrNotSuspended  = errors.New("redis does not show the envelope suspended; suspend it first")
 	ErrNotStarted    = errors.New("envelope not started yet")
