@@ -11,4 +11,4 @@ var FS embed.FS
 
 // Version is the schema version this build needs: the highest migration here.
 // Daemons refuse to run against an older schema.
-const Version = 26
+const Version = 27

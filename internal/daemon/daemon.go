@@ -30,10 +30,18 @@ type Clients struct {
 	Shards int
 }
 
-// Connect opens PostgreSQL and Redis, checks the schema version and reads the
-// shard count every process must share. lockTimeout > 0 bounds each
-// PostgreSQL statement's waits on locks (pgstore.PoolConfig).
+// Connect opens PostgreSQL and Redis, checks the schema version, reads the
+// shard count every process must share, and checks that this process
+// shares the ledger's other settings and that its Redis holds no other
+// ledger's state (bind; an operator command's check). lockTimeout > 0
+// bounds each PostgreSQL statement's waits on locks (pgstore.PoolConfig).
 func Connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*Clients, error) {
+	return connect(ctx, c, lockTimeout, false)
+}
+
+// connect is Connect; a daemon starting records its settings and ledger
+// name where none are yet (record).
+func connect(ctx context.Context, c config.Config, lockTimeout time.Duration, record bool) (*Clients, error) {
 	pool, err := pgstore.Connect(ctx, c.DatabaseURL, lockTimeout)
 	if err != nil {
 		return nil, err
@@ -51,18 +59,23 @@ func Connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*
 		cl.Close()
 		return nil, err
 	}
+	if err := bind(ctx, cl, c, record); err != nil {
+		cl.Close()
+		return nil, err
+	}
 	return cl, nil
 }
 
 // startTimeout bounds connecting and checking the servers at start.
 const startTimeout = 30 * time.Second
 
-// Open is how a daemon starts: Connect, then refuse an evicting Redis
+// Open is how a daemon starts: Connect (recording the shared settings and
+// the ledger's name in Redis where none are yet), then refuse an evicting Redis
 // (CheckRedis) before anything is served or flushed, within startTimeout.
 func Open(ctx context.Context, c config.Config, log *zap.Logger, lockTimeout time.Duration) (*Clients, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	cl, err := Connect(ctx, c, lockTimeout)
+	cl, err := connect(ctx, c, lockTimeout, true)
 	if err != nil {
 		return nil, err
 	}

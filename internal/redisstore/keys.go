@@ -172,6 +172,10 @@ func (k Keys) Taken(shard int) string { return k.tag(shard) + ":taken" }
 // so a shard whose token vanished is known to have lost its data.
 func (k Keys) Epoch(shard int) string { return k.tag(shard) + ":epoch" }
 
+// Ledger names the ledger (PostgreSQL database) the shard's state belongs
+// to: every process writes it or finds it there at start (BindLedger).
+func (k Keys) Ledger(shard int) string { return k.tag(shard) + ":ledger" }
+
 // Orders is the shard's order-number hash of a day (day as yyyyMMdd): it
 // shares the shard's tag, so the grab script numbers its grants in the same
 // call.

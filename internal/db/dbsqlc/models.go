@@ -395,6 +395,17 @@ type SettlementTotal struct {
 	RefundedCents pgtype.Numeric
 }
 
+// Settings every process of the ledger must share, recorded by the first to start; later ones refuse to start on a difference. docs/dba.md, "Shared settings", says how to change one.
+type SharedSetting struct {
+	// ledger_id (this ledger's name, written into Redis under the key prefix), redis_key_prefix, id_time_zone, order_no_width.
+	Name string
+	// The value every process must be started with.
+	Value      string
+	RecordedAt time.Time
+	// The program and host that recorded it (or the migration).
+	RecordedBy string
+}
+
 // The commitment to an envelope's split, given in the create answer; the salt is shown (GET /v1/envelopes/{id}/split) only once the envelope is settled. One row per envelope, written in the transaction that writes the envelope; envelopes created before this table have none.
 type SplitCommitment struct {
 	// The envelope (envelopes.id).

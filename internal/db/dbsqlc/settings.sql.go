@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const EventsRetentionRecorded = `-- name: EventsRetentionRecorded :one
@@ -20,6 +21,19 @@ func (q *Queries) EventsRetentionRecorded(ctx context.Context) (int64, error) {
 	var seconds int64
 	err := row.Scan(&seconds)
 	return seconds, err
+}
+
+const LedgerID = `-- name: LedgerID :one
+SELECT value FROM shared_settings WHERE name = 'ledger_id'
+`
+
+// LedgerID is this ledger's name (migration 27), which every process finds
+// or writes in its Redis under the key prefix.
+func (q *Queries) LedgerID(ctx context.Context) (string, error) {
+	row := q.db.QueryRow(ctx, LedgerID)
+	var value string
+	err := row.Scan(&value)
+	return value, err
 }
 
 const LocalIdleInTransactionTimeout = `-- name: LocalIdleInTransactionTimeout :exec
@@ -100,6 +114,55 @@ func (q *Queries) RecordEventsRetention(ctx context.Context, seconds int64) erro
 	return err
 }
 
+const RecordSharedSetting = `-- name: RecordSharedSetting :many
+WITH ins AS (
+    INSERT INTO shared_settings (name, value, recorded_by) VALUES ($1, $2, $3)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING value, recorded_at, recorded_by
+)
+SELECT value, recorded_at, recorded_by FROM ins
+UNION ALL
+SELECT s.value, s.recorded_at, s.recorded_by FROM shared_settings s
+WHERE s.name = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+`
+
+type RecordSharedSettingParams struct {
+	Name       string
+	Value      string
+	RecordedBy string
+}
+
+type RecordSharedSettingRow struct {
+	Value      string
+	RecordedAt time.Time
+	RecordedBy string
+}
+
+// RecordSharedSetting records a setting every process must share, unless
+// one is recorded already, and returns the one recorded: this process's, or
+// the first process's to compare with. None returned means another process
+// recorded it meanwhile (this statement's snapshot predates that row): ask
+// again.
+func (q *Queries) RecordSharedSetting(ctx context.Context, arg RecordSharedSettingParams) ([]RecordSharedSettingRow, error) {
+	rows, err := q.db.Query(ctx, RecordSharedSetting, arg.Name, arg.Value, arg.RecordedBy)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RecordSharedSettingRow
+	for rows.Next() {
+		var i RecordSharedSettingRow
+		if err := rows.Scan(&i.Value, &i.RecordedAt, &i.RecordedBy); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const RecordWebhooks = `-- name: RecordWebhooks :exec
 INSERT INTO service_settings (name, value) VALUES ('webhooks', $1::bigint)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value
@@ -164,6 +227,36 @@ func (q *Queries) SessionReadCommitted(ctx context.Context) error {
 	return err
 }
 
+const SharedSettings = `-- name: SharedSettings :many
+SELECT name, value, recorded_at, recorded_by FROM shared_settings WHERE name <> 'ledger_id' ORDER BY name
+`
+
+// SharedSettings are the settings every process must share, as recorded.
+func (q *Queries) SharedSettings(ctx context.Context) ([]SharedSetting, error) {
+	rows, err := q.db.Query(ctx, SharedSettings)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SharedSetting
+	for rows.Next() {
+		var i SharedSetting
+		if err := rows.Scan(
+			&i.Name,
+			&i.Value,
+			&i.RecordedAt,
+			&i.RecordedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const TryLockMigrations = `-- name: TryLockMigrations :one
 SELECT pg_try_advisory_lock($1::bigint)
 `
@@ -174,6 +267,22 @@ func (q *Queries) TryLockMigrations(ctx context.Context, lockKey int64) (bool, e
 	var pg_try_advisory_lock bool
 	err := row.Scan(&pg_try_advisory_lock)
 	return pg_try_advisory_lock, err
+}
+
+const UnfinishedBeyondShards = `-- name: UnfinishedBeyondShards :one
+SELECT coalesce(min(id), 0)::bigint AS id FROM envelopes
+WHERE status IN ('loading', 'open', 'sold_out', 'expired', 'suspended') AND shard >= $1::int
+`
+
+// UnfinishedBeyondShards is the lowest id of an unfinished envelope whose
+// shard is not below the shard count (0 when none): redis_shards was
+// changed with envelopes live, whose state and queued grabs no process
+// would look at again. The partial index of unfinished envelopes bounds it.
+func (q *Queries) UnfinishedBeyondShards(ctx context.Context, shards int32) (int64, error) {
+	row := q.db.QueryRow(ctx, UnfinishedBeyondShards, shards)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const UnlockMigrations = `-- name: UnlockMigrations :exec

@@ -92,3 +92,36 @@ SELECT set_config('idle_in_transaction_session_timeout', @timeout::text, true);
 -- holds it fails and is retried next round, rather than holding up the
 -- flusher's one loop, claims included, for as long as the lock is held.
 SELECT set_config('lock_timeout', @timeout::text, true);
+
+-- name: RecordSharedSetting :many
+-- RecordSharedSetting records a setting every process must share, unless
+-- one is recorded already, and returns the one recorded: this process's, or
+-- the first process's to compare with. None returned means another process
+-- recorded it meanwhile (this statement's snapshot predates that row): ask
+-- again.
+WITH ins AS (
+    INSERT INTO shared_settings (name, value, recorded_by) VALUES (@name, @value, @recorded_by)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING value, recorded_at, recorded_by
+)
+SELECT value, recorded_at, recorded_by FROM ins
+UNION ALL
+SELECT s.value, s.recorded_at, s.recorded_by FROM shared_settings s
+WHERE s.name = @name AND NOT EXISTS (SELECT 1 FROM ins);
+
+-- name: LedgerID :one
+-- LedgerID is this ledger's name (migration 27), which every process finds
+-- or writes in its Redis under the key prefix.
+SELECT value FROM shared_settings WHERE name = 'ledger_id';
+
+-- name: UnfinishedBeyondShards :one
+-- UnfinishedBeyondShards is the lowest id of an unfinished envelope whose
+-- shard is not below the shard count (0 when none): redis_shards was
+-- changed with envelopes live, whose state and queued grabs no process
+-- would look at again. The partial index of unfinished envelopes bounds it.
+SELECT coalesce(min(id), 0)::bigint AS id FROM envelopes
+WHERE status IN ('loading', 'open', 'sold_out', 'expired', 'suspended') AND shard >= @shards::int;
+
+-- name: SharedSettings :many
+-- SharedSettings are the settings every process must share, as recorded.
+SELECT name, value, recorded_at, recorded_by FROM shared_settings WHERE name <> 'ledger_id' ORDER BY name;

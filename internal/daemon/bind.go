@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"redpacket/internal/config"
+	"redpacket/internal/pgstore"
+	"redpacket/internal/redisstore"
+)
+
+// bind checks what ties this process to the others of its ledger, which
+// nothing else would notice differing: the settings they must share
+// (pgstore.CheckShared), a shard count that still covers every unfinished
+// envelope, and a Redis whose shards hold this ledger's state, not another
+// database's (redisstore.BindLedger). With record, what is not recorded yet
+// is recorded as this process's.
+func bind(ctx context.Context, cl *Clients, c config.Config, record bool) error {
+	zone := "UTC"
+	if c.IDLocation != nil {
+		zone = c.IDLocation.String()
+	}
+	shared := []pgstore.SharedSetting{
+		{Name: "redis_key_prefix", Env: "REDIS_KEY_PREFIX", Value: c.RedisKeyPrefix},
+		{Name: "id_time_zone", Env: "ID_TIME_ZONE", Value: zone},
+		{Name: "order_no_width", Env: "ORDER_NO_WIDTH", Value: strconv.Itoa(c.OrderNoWidth)},
+	}
+	// Everything is compared before anything is recorded: a process
+	// refused leaves no trace.
+	if err := pgstore.CheckShared(ctx, cl.PG, "", shared, false); err != nil {
+		return err
+	}
+	if err := pgstore.CheckShardsCover(ctx, cl.PG, cl.Shards); err != nil {
+		return err
+	}
+	ledger, err := pgstore.LedgerID(ctx, cl.PG)
+	if err != nil {
+		return err
+	}
+	if err := redisstore.BindLedger(ctx, cl.Redis, redisstore.NewKeys(c.RedisKeyPrefix, cl.Shards), ledger, record); err != nil {
+		return err
+	}
+	if !record {
+		return nil
+	}
+	// Compared again as they are recorded: another process may have
+	// recorded others meanwhile.
+	return pgstore.CheckShared(ctx, cl.PG, recorder(), shared, true)
+}
+
+// recorder names this process in shared_settings: its program and host.
+func recorder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "an unknown host"
+	}
+	return fmt.Sprintf("%s on %s", filepath.Base(os.Args[0]), host)
+}

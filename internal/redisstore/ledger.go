@@ -1,0 +1,49 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrOtherLedger means the Redis a process was given holds, under its key
+// prefix, the state of another ledger: a second database (a staging one)
+// on the same Redis and prefix would hand out its envelopes' ids again over
+// the first's live state and pay its users from them.
+var ErrOtherLedger = errors.New("redis holds another ledger's state under this key prefix")
+
+// BindLedger checks that every shard of keys belongs to ledger (the
+// database's ledger_id). With write (a daemon starting), a shard that names
+// none is given it; without (an operator command), only a shard naming
+// another ledger is refused. A Redis too full to take the name is let
+// through: the check is a guard against a misconfiguration, and a full
+// Redis is reported on its own.
+func BindLedger(ctx context.Context, rdb redis.UniversalClient, keys Keys, ledger string, write bool) error {
+	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for shard := range keys.Shards() {
+			if write {
+				p.SetArgs(ctx, keys.Ledger(shard), ledger, redis.SetArgs{Mode: "NX", Get: true})
+			} else {
+				p.Get(ctx, keys.Ledger(shard))
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "OOM") {
+		return fmt.Errorf("read the ledger names of the redis shards: %w", err)
+	}
+	for shard, c := range cmds {
+		found, err := c.(interface{ Result() (string, error) }).Result()
+		switch {
+		case errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "OOM"):
+		case err != nil:
+			return fmt.Errorf("read the ledger name of redis shard %d: %w", shard, err)
+		case found != ledger:
+			return fmt.Errorf("%w: key %s names ledger %s, and this database is ledger %s (shared_settings.ledger_id): "+
+				"give each database its own REDIS_KEY_PREFIX or Redis", ErrOtherLedger, keys.Ledger(shard), found, ledger)
+		}
+	}
+	return nil
+}
