@@ -180,10 +180,29 @@ func (f *Flusher) recover(ctx context.Context, p Plan, held func(context.Context
 	}
 	status, err := f.pg.Reopen(ctx, id)
 	if err != nil {
-		return "", err
+		return "", f.unreload(ctx, id, err)
 	}
 	f.log.Warn("suspended envelope reloaded by an operator", zap.Int64("envelope_id", id), zap.Stringer("status", status))
 	return status, nil
+}
+
+// unreloadTimeout bounds stopping the grants of a reload PostgreSQL did not
+// follow.
+const unreloadTimeout = 10 * time.Second
+
+// unreload stops the grants of an envelope Redis holds reloaded (open) while
+// PostgreSQL still holds it suspended, its reopening having failed with
+// err: the two agree again, and a recovery run again takes it from there
+// (grants made meanwhile are queued, and written as any claim).
+func (f *Flusher) unreload(ctx context.Context, id int64, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unreloadTimeout)
+	defer cancel()
+	if _, serr := f.redis.Suspend(ctx, id); serr != nil {
+		return fmt.Errorf("envelope %d: reloaded in redis, which grants it, but postgres still holds it suspended "+
+			"(reopen: %w), and its grants could not be stopped again (%w): run the recovery again now", id, err, serr)
+	}
+	return fmt.Errorf("envelope %d: reloaded in redis but not reopened in postgres (%w); its grants were stopped "+
+		"again and it stays suspended: run the recovery again", id, err)
 }
 
 func (f *Flusher) reload(ctx context.Context, e pgstore.Envelope) error {

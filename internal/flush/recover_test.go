@@ -329,3 +329,54 @@ func TestSuspendingASettledEnvelopeLeavesItAnswered(t *testing.T) {
 	}
 	assertAnswersAfterSettlement(t, s, e.ID, claims)
 }
+
+// A reload whose reopening PostgreSQL refuses (a DBA's lock outlasting the
+// session's lock_timeout) has opened the envelope in Redis: its grants are
+// stopped again, so the two agree it is suspended, and the error says to
+// run the recovery again, which then reopens it.
+func TestReloadNotReopenedStopsItsGrantsAgain(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	id, _ := suspendedByLoss(t, s, f)
+	plan, err := f.PlanRecovery(ctx, id, ActionReload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := pgstore.PoolConfig(s.DBURL, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	impatient := New(s.Redis, pgstore.New(pool), Config{KeyTTL: time.Hour}, zaptest.NewLogger(t))
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM envelopes WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	_, err = impatient.Recover(ctx, plan)
+	_ = tx.Rollback(ctx)
+	if err == nil || !strings.Contains(err.Error(), "stays suspended: run the recovery again") {
+		t.Fatalf("a reload not reopened = %v, want the grants stopped again and the recovery to be run again", err)
+	}
+	if _, err := s.Svc.Grab(ctx, id, "between"); !errors.Is(err, grab.ErrUnavailable) {
+		t.Fatalf("grab after the failed reopening = %v, want ErrUnavailable (suspended)", err)
+	}
+	if got := status(t, s, id); got != "suspended" {
+		t.Fatalf("envelope is %s, want suspended", got)
+	}
+	plan, err = f.PlanRecovery(ctx, id, ActionReload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.Recover(ctx, plan); err != nil || st != "open" {
+		t.Fatalf("the recovery run again = %q, %v; want open", st, err)
+	}
+}
