@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap/zaptest"
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/flush"
+	"redpacket/internal/pgstore"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -144,6 +146,42 @@ func TestExportReadsOneSnapshot(t *testing.T) {
 	var left int
 	if err := s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM claims`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("claims left after the delete: %d, %v", left, err)
+	}
+	checkSumsBalance(t, s, totals, sums)
+}
+
+// An export whose reader is slow (a pipe) outlasts a DBA's
+// idle_in_transaction_session_timeout: it ended half-way, its output cut
+// short, with the connection terminated.
+func TestExportOutlastsTheDatabasesIdleLimit(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	totals := settledDay(t, s)
+	if _, err := s.Pool.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_in_transaction_session_timeout = %L', current_database(), '200ms'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	limited, err := pgxpool.New(t.Context(), s.DBURL) // sessions with the database's limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	now := s.Clock.Now().UTC()
+	since, until, _ := Range(now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
+	sums := map[int64]map[Kind]int64{}
+	slow := true
+	err = Export(t.Context(), pgstore.New(limited), since, until, func(m Movement) error {
+		if slow { // the reader falls behind once, longer than the limit
+			slow = false
+			time.Sleep(600 * time.Millisecond)
+		}
+		if sums[m.EnvelopeID] == nil {
+			sums[m.EnvelopeID] = map[Kind]int64{}
+		}
+		sums[m.EnvelopeID][m.Kind] += m.AmountCents
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("export with a slow reader under a 200ms idle limit: %v", err)
 	}
 	checkSumsBalance(t, s, totals, sums)
 }

@@ -16,10 +16,22 @@ import (
 // The snapshot holds back vacuum while it lasts. Only the Store's single
 // queries may be used in read; one that begins a transaction of its own
 // would leave the snapshot, and panics instead.
+//
+// The export has no time limit, and waits while its reader is slow (a
+// pipe): a DBA's statement_timeout or idle_in_transaction_session_timeout
+// would end it half-way, its output cut short, so the snapshot lifts both
+// for itself.
 func (s *Store) Snapshot(ctx context.Context, read func(*Store) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-		return read(&Store{q: s.q.WithTx(tx), senders: s.senders})
+		q := s.q.WithTx(tx)
+		if err := q.LocalNoStatementTimeout(ctx); err != nil {
+			return fmt.Errorf("lift statement_timeout for the snapshot: %w", err)
+		}
+		if err := q.LocalIdleInTransactionTimeout(ctx, "0"); err != nil {
+			return fmt.Errorf("lift idle_in_transaction_session_timeout for the snapshot: %w", err)
+		}
+		return read(&Store{q: q, senders: s.senders})
 	})
 }
 
