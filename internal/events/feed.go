@@ -57,7 +57,8 @@ func NewFeed(r Reader, listener *Listener) *Feed { return &Feed{events: r, liste
 // Read returns up to limit events with ids above after, in order. When there
 // are none and wait is positive it waits, without polling, until some
 // commit, wait passes, or the listener stops (the daemon is shutting down),
-// and then answers what there is. It returns ctx's error if ctx ends first.
+// and then answers what there is, read again. It returns ctx's error if ctx
+// ends first.
 func (f *Feed) Read(ctx context.Context, after int64, limit int, wait time.Duration) (Page, error) {
 	var deadline <-chan time.Time
 	if wait > 0 && f.listener != nil {
@@ -83,7 +84,9 @@ func (f *Feed) Read(ctx context.Context, after int64, limit int, wait time.Durat
 		select {
 		case <-changed:
 		case <-deadline:
-			return page(nil, after), nil
+			// Read once more: a commit the listener did not hear (it was
+			// reconnecting) is answered now, not at the next poll.
+			deadline = nil
 		case <-f.listener.Done():
 			return page(nil, after), nil
 		case <-ctx.Done():

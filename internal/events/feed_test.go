@@ -218,3 +218,48 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatal("long poll not answered 5s after a commit")
 	}
 }
+
+// A listener that cannot connect (its database refuses it) hears no
+// commit: a long poll is still answered with the events committed while it
+// waits, at the listener's next try, and at its deadline at the latest (it
+// answered nothing, with the events there).
+func TestFeedLongPollWhileTheListenerIsDown(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.openEnvelope(t, 1, 2)
+	l := events.NewListener("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-l.Done() })
+	r := &countingReader{Reader: d.Store}
+	f := events.NewFeed(r, l)
+	for i, wait := range []time.Duration{20 * time.Second, 300 * time.Millisecond} {
+		after := int64(0)
+		if i > 0 {
+			after = 1
+		}
+		reads := r.reads.Load()
+		got := async(t, func() events.Page {
+			p, err := f.Read(t.Context(), after, 10, wait)
+			if err != nil {
+				t.Error(err)
+			}
+			return p
+		})
+		waitFor(t, 5*time.Second, "the long poll's first read", func() bool { return r.reads.Load() > reads })
+		if i == 0 {
+			d.claimPackets(t, 1, 0, 1)
+		} else {
+			// Within the poll's wait, before the listener's next try.
+			d.claimPackets(t, 1, 1, 2)
+		}
+		select {
+		case p := <-got:
+			if len(p.Events) == 0 {
+				t.Errorf("long poll of %s with the listener down: no events, want the one committed", wait)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("long poll of %s not answered 10s after a commit with the listener down", wait)
+		}
+	}
+}

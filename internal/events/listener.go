@@ -73,6 +73,10 @@ func (l *Listener) Run(ctx context.Context) error {
 		l.log.Warn("events listener lost its connection; reconnecting", zap.Duration("backoff", backoff), zap.Error(err))
 		sleep(ctx, backoff)
 		backoff = min(2*backoff, reconnectMax)
+		// No commit is heard while the listener is down: waiters read
+		// again at each try (every few seconds at most), rather than wait
+		// out their whole long poll for events already there.
+		l.broadcast()
 	}
 	return nil
 }
