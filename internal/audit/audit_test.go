@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"redpacket/internal/redisstore"
 )
 
@@ -301,4 +303,37 @@ func TestOrphanRowsAreReported(t *testing.T) {
 	// The window starts at envelope 6003, created an hour ago: 6004 is after it.
 	window := d.runPG(Options{Since: now.Add(-time.Hour)})
 	assertViolations(t, window, map[int64][]string{6004: orphans})
+}
+
+// A DBA's statement_timeout set for the daemons' statements does not fail
+// the audit: a page reads hundreds of envelopes with every packet, which the
+// limit cut off at every run (the audit from cron failing for good); its
+// reads lift it, bounded by the audit's own -timeout instead.
+func TestAuditOutlastsTheDatabasesStatementTimeout(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	n, packets, _ := d.cleanSet(1001)
+	// Envelopes of 200,000 packets each, whose page takes longer than the
+	// limit.
+	const big, each = 4, 200_000
+	for id := int64(3001); id < 3001+big; id++ {
+		d.exec(`INSERT INTO envelopes (id, shard, sender_id, total_cents, count, status, created_at, expires_at)
+			VALUES ($1, $2, 'sender', $3, $4, 'expired', now(), now())`, id, id%shards, each, each)
+		d.exec(`INSERT INTO packet_pool (id, envelope_id, amount_cents)
+			SELECT $1::bigint * 1000000 + i, $1, 1 FROM generate_series(1, $2::int) AS i`, id, each)
+	}
+	d.exec(`ANALYZE`)
+	d.exec(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '100ms'); END $$`)
+	limited, err := pgxpool.New(d.ctx, d.pool.Config().ConnString()) // sessions with the database's limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	rep, err := Run(d.ctx, limited, Options{})
+	if err != nil {
+		t.Fatalf("audit under a 100ms statement_timeout: %v", err)
+	}
+	if rep.Checked != n+big || rep.Packets != packets+big*each {
+		t.Errorf("audit checked %d envelopes and %d packets, want %d and %d", rep.Checked, rep.Packets, n+big, packets+big*each)
+	}
 }

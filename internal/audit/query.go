@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"redpacket/internal/db/dbsqlc"
@@ -54,26 +55,44 @@ import (
 // claimed_and_refunded the packets carrying both marks: constraints rule both
 // out, which is exactly why the audit must not assume them.
 func readPage(ctx context.Context, pool *pgxpool.Pool, since time.Time, after int64, limit int) ([]envelopeRow, error) {
-	q := dbsqlc.New(pool)
 	var out []envelopeRow
-	if since.IsZero() {
-		rows, err := q.AuditPage(ctx, dbsqlc.AuditPageParams{After: after, MaxRows: int32(limit)})
-		if err != nil {
-			return nil, wrap(fmt.Sprintf("read envelopes after %d", after), err)
+	what := fmt.Sprintf("read envelopes after %d", after)
+	if after == math.MinInt64 {
+		what = "read the first page of envelopes"
+	}
+	err := unbounded(ctx, pool, func(q *dbsqlc.Queries) error {
+		if since.IsZero() {
+			rows, err := q.AuditPage(ctx, dbsqlc.AuditPageParams{After: after, MaxRows: int32(limit)})
+			for _, r := range rows {
+				out = append(out, pageRow(dbsqlc.AuditPageSinceRow(r)))
+			}
+			return err
 		}
+		rows, err := q.AuditPageSince(ctx, dbsqlc.AuditPageSinceParams{After: after, Since: since, MaxRows: int32(limit)})
 		for _, r := range rows {
-			out = append(out, pageRow(dbsqlc.AuditPageSinceRow(r)))
+			out = append(out, pageRow(r))
 		}
-		return out, nil
-	}
-	rows, err := q.AuditPageSince(ctx, dbsqlc.AuditPageSinceParams{After: after, Since: since, MaxRows: int32(limit)})
+		return err
+	})
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("read envelopes after %d", after), err)
-	}
-	for _, r := range rows {
-		out = append(out, pageRow(r))
+		return nil, wrap(what, err)
 	}
 	return out, nil
+}
+
+// unbounded runs fn's reads in a read-only transaction of their own that
+// lifts a DBA's statement_timeout: a page reads hundreds of envelopes with
+// every packet, which a limit set for the daemons' statements cut off at
+// every run (the audit from cron failing for good). The audit's own
+// -timeout bounds it instead.
+func unbounded(ctx context.Context, pool *pgxpool.Pool, fn func(*dbsqlc.Queries) error) error {
+	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		if err := q.LocalNoStatementTimeout(ctx); err != nil {
+			return fmt.Errorf("lift statement_timeout: %w", err)
+		}
+		return fn(q)
+	})
 }
 
 func pageRow(r dbsqlc.AuditPageSinceRow) envelopeRow {
@@ -100,15 +119,21 @@ const maxOrphans = 500
 // since (their ids from the window's first on), or of any envelope when
 // since is zero.
 func readOrphans(ctx context.Context, pool *pgxpool.Pool, since time.Time) ([]Violation, error) {
-	q := dbsqlc.New(pool)
 	from := int64(math.MinInt64)
 	if !since.IsZero() {
 		var err error
-		if from, err = q.AuditFirstEnvelopeSince(ctx, since); err != nil {
+		if err = unbounded(ctx, pool, func(q *dbsqlc.Queries) (err error) {
+			from, err = q.AuditFirstEnvelopeSince(ctx, since)
+			return err
+		}); err != nil {
 			return nil, wrap("read the window's first envelope", err)
 		}
 	}
-	rows, err := q.AuditOrphans(ctx, dbsqlc.AuditOrphansParams{MinEnvelopeID: from, MaxRows: maxOrphans})
+	var rows []dbsqlc.AuditOrphansRow
+	err := unbounded(ctx, pool, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.AuditOrphans(ctx, dbsqlc.AuditOrphansParams{MinEnvelopeID: from, MaxRows: maxOrphans})
+		return err
+	})
 	if err != nil {
 		return nil, wrap("read rows of missing envelopes", err)
 	}
@@ -124,7 +149,11 @@ func readOrphans(ctx context.Context, pool *pgxpool.Pool, since time.Time) ([]Vi
 // found at or after since (every row when since is zero). claim_conflicts is
 // small (every row is an incident), so it is read whole, without paging.
 func readConflicts(ctx context.Context, pool *pgxpool.Pool, since time.Time) ([]Violation, error) {
-	rows, err := dbsqlc.New(pool).AuditConflicts(ctx, since) // the zero time is before every row
+	var rows []dbsqlc.AuditConflictsRow
+	err := unbounded(ctx, pool, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.AuditConflicts(ctx, since) // the zero time is before every row
+		return err
+	})
 	if err != nil {
 		return nil, wrap("read claim conflicts", err)
 	}

@@ -132,7 +132,11 @@ func parseHeld(raw string) heldClaim {
 
 // pgClaims reads PostgreSQL's claims of the envelopes (SettledClaims).
 func pgClaims(ctx context.Context, pool *pgxpool.Pool, ids []int64) (map[int64]map[string]heldClaim, error) {
-	rows, err := dbsqlc.New(pool).SettledClaims(ctx, ids)
+	var rows []dbsqlc.SettledClaimsRow
+	err := unbounded(ctx, pool, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.SettledClaims(ctx, ids)
+		return err
+	})
 	if err != nil {
 		return nil, wrap("read the claims of settled envelopes", err)
 	}
