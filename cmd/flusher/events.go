@@ -22,11 +22,27 @@ import (
 // closed by cleanups.
 func startEvents(ctx context.Context, g *errgroup.Group, cleanups *daemon.Cleanups, cfg config.Config, ev config.Events,
 	pg *pgstore.Store, log *zap.Logger) error {
-	if err := pg.RecordWebhooks(ctx, ev.WebhookEnabled()); err != nil {
+	changed, err := pg.RecordWebhooks(ctx, ev.WebhookEnabled())
+	if err != nil {
 		return err
 	}
-	if err := pg.RecordEventsRetention(ctx, ev.Retention); err != nil {
+	if changed {
+		// Not refused: turning webhooks on or off is a restart of every
+		// flusher. Flushers that disagree lose events, which is worth a
+		// line at start.
+		log.Warn("WEBHOOK_URL differs from the flusher started before this one (webhooks were recorded "+
+			map[bool]string{true: "off", false: "on"}[ev.WebhookEnabled()]+"): every flusher must have the same; "+
+			"a flusher without it prunes events its receiver has not accepted",
+			zap.Bool("webhooks", ev.WebhookEnabled()))
+	}
+	before, err := pg.RecordEventsRetention(ctx, ev.Retention)
+	if err != nil {
 		return err
+	}
+	if before > 0 {
+		log.Warn("EVENTS_RETENTION differs from the flusher started before this one: every flusher must have the same "+
+			"(flusher retention keeps the last one recorded)", zap.Duration("events_retention", ev.Retention),
+			zap.Duration("recorded_before", before))
 	}
 	retention := &events.Retention{Store: pg, Age: ev.Retention, DeliveredOnly: ev.WebhookEnabled(), Log: log}
 	g.Go(func() error { return retention.Run(ctx) })

@@ -173,24 +173,33 @@ func (s *Store) PruneClaimEvents(ctx context.Context, cutoff time.Time, delivere
 // RecordWebhooks records whether the flushers send webhooks, for the
 // operator commands run without their settings (flusher retention keeps
 // envelopes whose events wait for the receiver). Each flusher records its
-// own at start; they are to agree.
-func (s *Store) RecordWebhooks(ctx context.Context, on bool) error {
+// own at start; they are to agree. changed tells that another was recorded
+// before (a flusher started with another WEBHOOK_URL, or webhooks turned on
+// or off).
+func (s *Store) RecordWebhooks(ctx context.Context, on bool) (changed bool, err error) {
 	var v int64
 	if on {
 		v = 1
 	}
-	if err := s.q.RecordWebhooks(ctx, v); err != nil {
-		return fmt.Errorf("record whether webhooks are sent: %w", err)
+	prev, err := s.q.RecordWebhooks(ctx, v)
+	if err != nil {
+		return false, fmt.Errorf("record whether webhooks are sent: %w", err)
 	}
-	return nil
+	return prev >= 0 && prev != v, nil
 }
 
 // RecordEventsRetention records the flushers' EVENTS_RETENTION, which
 // `flusher retention` run from cron without their settings must not go
-// below (an envelope's removal deletes its events).
-func (s *Store) RecordEventsRetention(ctx context.Context, d time.Duration) error {
-	if err := s.q.RecordEventsRetention(ctx, int64(d/time.Second)); err != nil {
-		return fmt.Errorf("record EVENTS_RETENTION: %w", err)
+// below (an envelope's removal deletes its events), and returns the one
+// recorded before (0: none, or the same).
+func (s *Store) RecordEventsRetention(ctx context.Context, d time.Duration) (before time.Duration, err error) {
+	v := int64(d / time.Second)
+	prev, err := s.q.RecordEventsRetention(ctx, v)
+	if err != nil {
+		return 0, fmt.Errorf("record EVENTS_RETENTION: %w", err)
 	}
-	return nil
+	if prev < 0 || prev == v {
+		return 0, nil
+	}
+	return time.Duration(prev) * time.Second, nil
 }

@@ -176,8 +176,8 @@ func TestRecordedWebhooksKeepUndeliveredEnvelopes(t *testing.T) {
 	pool, _ := testenv.Postgres(t)
 	seed(t, pool, 1, 4, "settled", now.Add(-48*time.Hour))
 	pg := pgstore.New(pool)
-	if err := pg.RecordWebhooks(t.Context(), true); err != nil {
-		t.Fatal(err)
+	if changed, err := pg.RecordWebhooks(t.Context(), true); err != nil || changed {
+		t.Fatalf("first record of webhooks on: changed %v, %v; want nothing recorded before", changed, err)
 	}
 	o := options(t, 24*time.Hour) // DeliveredOnly false, as without WEBHOOK_URL
 	for _, dry := range []bool{true, false} {
@@ -187,8 +187,11 @@ func TestRecordedWebhooksKeepUndeliveredEnvelopes(t *testing.T) {
 			t.Fatalf("run (dry %v) with webhooks recorded: %+v, %v; want envelope 1, undelivered, kept", dry, res, err)
 		}
 	}
-	if err := pg.RecordWebhooks(t.Context(), false); err != nil {
-		t.Fatal(err)
+	if changed, err := pg.RecordWebhooks(t.Context(), false); err != nil || !changed {
+		t.Fatalf("webhooks recorded off after on: changed %v, %v; want changed", changed, err)
+	}
+	if changed, err := pg.RecordWebhooks(t.Context(), false); err != nil || changed {
+		t.Fatalf("webhooks recorded off again: changed %v, %v; want unchanged", changed, err)
 	}
 	if res, err := Run(t.Context(), pool, o); err != nil || res.Removed.Envelopes != 1 || res.KeptUndelivered {
 		t.Errorf("run with webhooks recorded off: %+v, %v; want envelope 1 removed", res, err)
@@ -203,8 +206,8 @@ func TestRecordedEventsRetentionBoundsTheAge(t *testing.T) {
 	pool, _ := testenv.Postgres(t)
 	seed(t, pool, 1, 4, "settled", now.Add(-10*24*time.Hour))
 	pg := pgstore.New(pool)
-	if err := pg.RecordEventsRetention(t.Context(), 30*24*time.Hour); err != nil {
-		t.Fatal(err)
+	if before, err := pg.RecordEventsRetention(t.Context(), 30*24*time.Hour); err != nil || before != 0 {
+		t.Fatalf("first record of EVENTS_RETENTION: before %v, %v; want none", before, err)
 	}
 	for _, dry := range []bool{true, false} {
 		o := options(t, 7*24*time.Hour)
@@ -216,8 +219,8 @@ func TestRecordedEventsRetentionBoundsTheAge(t *testing.T) {
 	if count(t, pool, 1)["envelopes"] != 1 {
 		t.Fatal("the envelope was removed by a refused run")
 	}
-	if err := pg.RecordEventsRetention(t.Context(), 7*24*time.Hour); err != nil {
-		t.Fatal(err)
+	if before, err := pg.RecordEventsRetention(t.Context(), 7*24*time.Hour); err != nil || before != 30*24*time.Hour {
+		t.Fatalf("EVENTS_RETENTION recorded anew: before %v, %v; want the 30 days recorded first", before, err)
 	}
 	if res, err := Run(t.Context(), pool, options(t, 7*24*time.Hour)); err != nil || res.Removed.Envelopes != 1 {
 		t.Errorf("run of 7 days under a recorded 7: %+v, %v; want envelope 1 removed", res, err)

@@ -400,7 +400,8 @@ type SharedSetting struct {
 	// ledger_id (this ledger's name, written into Redis under the key prefix), redis_key_prefix, id_time_zone, order_no_width.
 	Name string
 	// The value every process must be started with.
-	Value      string
+	Value string
+	// When it was recorded.
 	RecordedAt time.Time
 	// The program and host that recorded it (or the migration).
 	RecordedBy string

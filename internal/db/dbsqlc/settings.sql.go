@@ -101,17 +101,24 @@ func (q *Queries) LockMigrations(ctx context.Context, lockKey int64) error {
 	return err
 }
 
-const RecordEventsRetention = `-- name: RecordEventsRetention :exec
-INSERT INTO service_settings (name, value) VALUES ('events_retention_s', $1::bigint)
-ON CONFLICT (name) DO UPDATE SET value = excluded.value
-WHERE service_settings.value IS DISTINCT FROM excluded.value
+const RecordEventsRetention = `-- name: RecordEventsRetention :one
+WITH prev AS (SELECT value FROM service_settings WHERE name = 'events_retention_s'),
+rec AS (
+    INSERT INTO service_settings (name, value) VALUES ('events_retention_s', $1::bigint)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    WHERE service_settings.value IS DISTINCT FROM excluded.value
+)
+SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous
 `
 
 // RecordEventsRetention records the flushers' EVENTS_RETENTION, in seconds,
-// for the operator commands that run without their settings.
-func (q *Queries) RecordEventsRetention(ctx context.Context, seconds int64) error {
-	_, err := q.db.Exec(ctx, RecordEventsRetention, seconds)
-	return err
+// for the operator commands that run without their settings, and returns
+// what was recorded before (-1: nothing).
+func (q *Queries) RecordEventsRetention(ctx context.Context, seconds int64) (int64, error) {
+	row := q.db.QueryRow(ctx, RecordEventsRetention, seconds)
+	var previous int64
+	err := row.Scan(&previous)
+	return previous, err
 }
 
 const RecordSharedSetting = `-- name: RecordSharedSetting :many
@@ -163,17 +170,24 @@ func (q *Queries) RecordSharedSetting(ctx context.Context, arg RecordSharedSetti
 	return items, nil
 }
 
-const RecordWebhooks = `-- name: RecordWebhooks :exec
-INSERT INTO service_settings (name, value) VALUES ('webhooks', $1::bigint)
-ON CONFLICT (name) DO UPDATE SET value = excluded.value
-WHERE service_settings.value IS DISTINCT FROM excluded.value
+const RecordWebhooks = `-- name: RecordWebhooks :one
+WITH prev AS (SELECT value FROM service_settings WHERE name = 'webhooks'),
+rec AS (
+    INSERT INTO service_settings (name, value) VALUES ('webhooks', $1::bigint)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    WHERE service_settings.value IS DISTINCT FROM excluded.value
+)
+SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous
 `
 
 // RecordWebhooks records whether the flushers send webhooks (1) or not (0),
-// for the operator commands that run without their settings.
-func (q *Queries) RecordWebhooks(ctx context.Context, value int64) error {
-	_, err := q.db.Exec(ctx, RecordWebhooks, value)
-	return err
+// for the operator commands that run without their settings, and returns
+// what was recorded before (-1: nothing).
+func (q *Queries) RecordWebhooks(ctx context.Context, value int64) (int64, error) {
+	row := q.db.QueryRow(ctx, RecordWebhooks, value)
+	var previous int64
+	err := row.Scan(&previous)
+	return previous, err
 }
 
 const RedisShards = `-- name: RedisShards :one

@@ -6,12 +6,17 @@ SELECT version, dirty FROM schema_migrations LIMIT 1;
 -- RedisShards reads the number of Redis shards every process must use.
 SELECT value FROM service_settings WHERE name = 'redis_shards';
 
--- name: RecordWebhooks :exec
+-- name: RecordWebhooks :one
 -- RecordWebhooks records whether the flushers send webhooks (1) or not (0),
--- for the operator commands that run without their settings.
-INSERT INTO service_settings (name, value) VALUES ('webhooks', @value::bigint)
-ON CONFLICT (name) DO UPDATE SET value = excluded.value
-WHERE service_settings.value IS DISTINCT FROM excluded.value;
+-- for the operator commands that run without their settings, and returns
+-- what was recorded before (-1: nothing).
+WITH prev AS (SELECT value FROM service_settings WHERE name = 'webhooks'),
+rec AS (
+    INSERT INTO service_settings (name, value) VALUES ('webhooks', @value::bigint)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    WHERE service_settings.value IS DISTINCT FROM excluded.value
+)
+SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous;
 
 -- name: WebhooksRecorded :one
 -- WebhooksRecorded is whether the flushers last recorded that they send
@@ -30,12 +35,17 @@ SELECT pg_try_advisory_lock(sqlc.arg(lock_key)::bigint);
 -- name: UnlockMigrations :exec
 SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint);
 
--- name: RecordEventsRetention :exec
+-- name: RecordEventsRetention :one
 -- RecordEventsRetention records the flushers' EVENTS_RETENTION, in seconds,
--- for the operator commands that run without their settings.
-INSERT INTO service_settings (name, value) VALUES ('events_retention_s', @seconds::bigint)
-ON CONFLICT (name) DO UPDATE SET value = excluded.value
-WHERE service_settings.value IS DISTINCT FROM excluded.value;
+-- for the operator commands that run without their settings, and returns
+-- what was recorded before (-1: nothing).
+WITH prev AS (SELECT value FROM service_settings WHERE name = 'events_retention_s'),
+rec AS (
+    INSERT INTO service_settings (name, value) VALUES ('events_retention_s', @seconds::bigint)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    WHERE service_settings.value IS DISTINCT FROM excluded.value
+)
+SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous;
 
 -- name: EventsRetentionRecorded :one
 -- EventsRetentionRecorded is the EVENTS_RETENTION the flushers last
