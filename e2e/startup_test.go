@@ -61,6 +61,7 @@ func TestStartupFailureLogsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	prefix := testenv.Name("t") // the one every process of the database must share
 	for _, c := range []struct {
 		name, redisURL, want string // want: in the last line's error
 	}{
@@ -68,7 +69,7 @@ func TestStartupFailureLogsJSON(t *testing.T) {
 		{"redis evicts", evicting.URL, "noeviction"},
 	} {
 		for _, bin := range []string{"grabber", "flusher"} {
-			env := append(settingsOff, "DATABASE_URL="+dbURL, "REDIS_URL="+c.redisURL, "REDIS_KEY_PREFIX="+testenv.Name("t"),
+			env := append(settingsOff, "DATABASE_URL="+dbURL, "REDIS_URL="+c.redisURL, "REDIS_KEY_PREFIX="+prefix,
 				"GRABBER_ADDR="+freeAddr(t), "FLUSHER_ADDR="+freeAddr(t))
 			code, stdout, stderr := runOut(t, bin, env)
 			what := bin + ", " + c.name
@@ -112,6 +113,7 @@ func TestMigrateSaysWhatItApplied(t *testing.T) {
 func TestFlusherWarnsWhenItsWritersFillItsPool(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.PostgresURL(t)
+	_, prefix := testenv.Redis(t) // its keys are deleted when the test ends
 	for _, c := range []struct {
 		name, pool string
 		warn       bool
@@ -129,7 +131,6 @@ func TestFlusherWarnsWhenItsWritersFillItsPool(t *testing.T) {
 			u.RawQuery = q.Encode()
 		}
 		addr := freeAddr(t)
-		_, prefix := testenv.Redis(t) // its keys are deleted when the test ends
 		env := append(append([]string{}, settingsOff...), "DATABASE_URL="+u.String(), "REDIS_URL="+testenv.RedisURL(t),
 			"REDIS_KEY_PREFIX="+prefix, "FLUSHER_ADDR="+addr, "FLUSH_WRITERS=2")
 		p := start(t, "flusher", env)

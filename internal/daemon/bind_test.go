@@ -27,11 +27,12 @@ func connectAs(t *testing.T, c config.Config, record bool) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	cl, err := connect(ctx, c, 0, record)
-	if err == nil {
-		cl.Close()
+	cl, err := connect(ctx, c, 0)
+	if err != nil {
+		return err
 	}
-	return err
+	defer cl.Close()
+	return bind(ctx, cl, c, record)
 }
 
 // The first daemon records the settings every process must share; a later

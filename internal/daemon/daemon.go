@@ -33,15 +33,23 @@ type Clients struct {
 // Connect opens PostgreSQL and Redis, checks the schema version, reads the
 // shard count every process must share, and checks that this process
 // shares the ledger's other settings and that its Redis holds no other
-// ledger's state (bind; an operator command's check). lockTimeout > 0
-// bounds each PostgreSQL statement's waits on locks (pgstore.PoolConfig).
+// ledger's state (bind; an operator command's check, which records
+// nothing). lockTimeout > 0 bounds each PostgreSQL statement's waits on
+// locks (pgstore.PoolConfig).
 func Connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*Clients, error) {
-	return connect(ctx, c, lockTimeout, false)
+	cl, err := connect(ctx, c, lockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := bind(ctx, cl, c, false); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
 }
 
-// connect is Connect; a daemon starting records its settings and ledger
-// name where none are yet (record).
-func connect(ctx context.Context, c config.Config, lockTimeout time.Duration, record bool) (*Clients, error) {
+// connect opens both servers, checks the schema and reads the shard count.
+func connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*Clients, error) {
 	pool, err := pgstore.Connect(ctx, c.DatabaseURL, lockTimeout)
 	if err != nil {
 		return nil, err
@@ -59,27 +67,28 @@ func connect(ctx context.Context, c config.Config, lockTimeout time.Duration, re
 		cl.Close()
 		return nil, err
 	}
-	if err := bind(ctx, cl, c, record); err != nil {
-		cl.Close()
-		return nil, err
-	}
 	return cl, nil
 }
 
 // startTimeout bounds connecting and checking the servers at start.
 const startTimeout = 30 * time.Second
 
-// Open is how a daemon starts: Connect (recording the shared settings and
-// the ledger's name in Redis where none are yet), then refuse an evicting Redis
-// (CheckRedis) before anything is served or flushed, within startTimeout.
+// Open is how a daemon starts, within startTimeout: connect, refuse an
+// evicting Redis (CheckRedis), then bind, recording the shared settings
+// and the ledger's name in Redis where none are yet, before anything is
+// served or flushed. A daemon refused records nothing.
 func Open(ctx context.Context, c config.Config, log *zap.Logger, lockTimeout time.Duration) (*Clients, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	cl, err := connect(ctx, c, lockTimeout, true)
+	cl, err := connect(ctx, c, lockTimeout)
 	if err != nil {
 		return nil, err
 	}
 	if err := CheckRedis(ctx, cl.Redis, log, c.GrabWaitReplicas); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	if err := bind(ctx, cl, c, true); err != nil {
 		cl.Close()
 		return nil, err
 	}
