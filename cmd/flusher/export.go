@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"redpacket/internal/daemon"
 	"redpacket/internal/ledgerexport"
 	"redpacket/internal/pgstore"
 )
@@ -51,6 +52,10 @@ func runExport(args []string) error {
 	defer pool.Close()
 	if err := pgstore.CheckSchema(ctx, pool); err != nil {
 		return errors.Join(err, errorHint("run flusher migrate first"))
+	}
+	// Its days are the grabbers' days: another zone would cut them elsewhere.
+	if err := pgstore.CheckShared(ctx, pool, "", []pgstore.SharedSetting{daemon.TimeZoneSetting(cfg)}, false); err != nil {
+		return err
 	}
 	progress := ledgerexport.NewProgress(terminal(os.Stderr))
 	err = ledgerexport.Export(ctx, pgstore.New(pool), since, until, func(m ledgerexport.Movement) error {

@@ -213,7 +213,7 @@ func flushUntilStopped(cfg config.Config, evCfg config.Events, log *zap.Logger) 
 	if err := applyMigrations(ctx, cfg.DatabaseURL, log); err != nil {
 		return daemon.StartErr(ctx, err)
 	}
-	clients, err := daemon.Open(ctx, cfg, log, 0) // the claim writes bound their own waits
+	clients, err := daemon.Open(ctx, config.Flusher, cfg, log, 0) // the claim writes bound their own waits
 	if err != nil {
 		return daemon.StartErr(ctx, err)
 	}

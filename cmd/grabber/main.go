@@ -110,7 +110,7 @@ func serve(cfg config.Config, log *zap.Logger) (err error) {
 	var cleanups daemon.Cleanups
 	defer func() { err = errors.Join(err, cleanups.Run(log, deadline())) }()
 
-	clients, err := daemon.Open(ctx, cfg, log, lockTimeout)
+	clients, err := daemon.Open(ctx, config.Grabber, cfg, log, lockTimeout)
 	if err != nil {
 		return daemon.StartErr(ctx, err)
 	}

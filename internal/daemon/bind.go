@@ -13,21 +13,13 @@ import (
 )
 
 // bind checks what ties this process to the others of its ledger, which
-// nothing else would notice differing: the settings they must share
-// (pgstore.CheckShared), a shard count that still covers every unfinished
-// envelope, and a Redis whose shards hold this ledger's state, not another
-// database's (redisstore.BindLedger). With record, what is not recorded yet
-// is recorded as this process's.
-func bind(ctx context.Context, cl *Clients, c config.Config, record bool) error {
-	zone := "UTC"
-	if c.IDLocation != nil {
-		zone = c.IDLocation.String()
-	}
-	shared := []pgstore.SharedSetting{
-		{Name: "redis_key_prefix", Env: "REDIS_KEY_PREFIX", Value: c.RedisKeyPrefix},
-		{Name: "id_time_zone", Env: "ID_TIME_ZONE", Value: zone},
-		{Name: "order_no_width", Env: "ORDER_NO_WIDTH", Value: strconv.Itoa(c.OrderNoWidth)},
-	}
+// nothing else would notice differing: the settings they must share that
+// this one uses (SharedSettings), a shard count that still matches every
+// unfinished envelope, and a Redis whose shards hold this ledger's state,
+// not another database's (redisstore.BindLedger). With record, what is not
+// recorded yet is recorded as this process's.
+func bind(ctx context.Context, cl *Clients, c config.Config, uses config.Daemon, record bool) error {
+	shared := SharedSettings(c, uses)
 	// Everything is compared before anything is recorded: a process
 	// refused leaves no trace.
 	if err := pgstore.CheckShared(ctx, cl.PG, "", shared, false); err != nil {
@@ -49,6 +41,31 @@ func bind(ctx context.Context, cl *Clients, c config.Config, record bool) error 
 	// Compared again as they are recorded: another process may have
 	// recorded others meanwhile.
 	return pgstore.CheckShared(ctx, cl.PG, recorder(), shared, true)
+}
+
+// SharedSettings are the settings every process of a ledger that uses
+// them must share, as c has them: REDIS_KEY_PREFIX for everything that
+// touches Redis; the grabbers' ID_TIME_ZONE (the days of order numbers,
+// share codes and daily limits) and ORDER_NO_WIDTH. uses says whose
+// settings: an operator command's are the flusher's (flusher export checks
+// the time zone on its own).
+func SharedSettings(c config.Config, uses config.Daemon) []pgstore.SharedSetting {
+	out := []pgstore.SharedSetting{{Name: "redis_key_prefix", Env: "REDIS_KEY_PREFIX", Value: c.RedisKeyPrefix}}
+	if uses&config.Grabber != 0 {
+		out = append(out, TimeZoneSetting(c),
+			pgstore.SharedSetting{Name: "order_no_width", Env: "ORDER_NO_WIDTH", Value: strconv.Itoa(c.OrderNoWidth)})
+	}
+	return out
+}
+
+// TimeZoneSetting is c's ID_TIME_ZONE as shared_settings holds it: the
+// zone's name as given (two names of one zone, UTC and Etc/UTC, differ).
+func TimeZoneSetting(c config.Config) pgstore.SharedSetting {
+	zone := "UTC"
+	if c.IDLocation != nil {
+		zone = c.IDLocation.String()
+	}
+	return pgstore.SharedSetting{Name: "id_time_zone", Env: "ID_TIME_ZONE", Value: zone}
 }
 
 // recorder names this process in shared_settings: its program and host.

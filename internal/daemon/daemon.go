@@ -41,7 +41,7 @@ func Connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := bind(ctx, cl, c, false); err != nil {
+	if err := bind(ctx, cl, c, config.Flusher, false); err != nil {
 		cl.Close()
 		return nil, err
 	}
@@ -73,11 +73,11 @@ func connect(ctx context.Context, c config.Config, lockTimeout time.Duration) (*
 // startTimeout bounds connecting and checking the servers at start.
 const startTimeout = 30 * time.Second
 
-// Open is how a daemon starts, within startTimeout: connect, refuse an
-// evicting Redis (CheckRedis), then bind, recording the shared settings
-// and the ledger's name in Redis where none are yet, before anything is
-// served or flushed. A daemon refused records nothing.
-func Open(ctx context.Context, c config.Config, log *zap.Logger, lockTimeout time.Duration) (*Clients, error) {
+// Open is how daemon d starts, within startTimeout: connect, refuse an
+// evicting Redis (CheckRedis), then bind, recording the shared settings it
+// uses and the ledger's name in Redis where none are yet, before anything
+// is served or flushed. A daemon refused records nothing.
+func Open(ctx context.Context, d config.Daemon, c config.Config, log *zap.Logger, lockTimeout time.Duration) (*Clients, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	cl, err := connect(ctx, c, lockTimeout)
@@ -88,7 +88,7 @@ func Open(ctx context.Context, c config.Config, log *zap.Logger, lockTimeout tim
 		cl.Close()
 		return nil, err
 	}
-	if err := bind(ctx, cl, c, true); err != nil {
+	if err := bind(ctx, cl, c, d, true); err != nil {
 		cl.Close()
 		return nil, err
 	}

@@ -100,19 +100,19 @@ func LedgerID(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	return id, nil
 }
 
-// CheckShardsCover refuses a shard count that leaves unfinished envelopes
-// out: their shard is their id modulo the count they were created under, so
-// a changed redis_shards strands their state and queued grabs where no
-// process looks.
+// CheckShardsCover refuses a shard count under which unfinished envelopes
+// are not on their shard: an envelope's shard is its id modulo the count it
+// was created under, so a changed redis_shards (raised or lowered) strands
+// their state and queued grabs where no process looks.
 func CheckShardsCover(ctx context.Context, pool *pgxpool.Pool, shards int) error {
-	id, err := dbsqlc.New(pool).UnfinishedBeyondShards(ctx, int32(shards))
+	id, err := dbsqlc.New(pool).UnfinishedOnOtherShards(ctx, int32(shards))
 	if err != nil {
 		return fmt.Errorf("check the envelopes' shards: %w", err)
 	}
 	if id != 0 {
-		return fmt.Errorf("redis_shards is %d, but unfinished envelope %d (and maybe others) is on a shard beyond it: "+
-			"service_settings.redis_shards was changed with envelopes live; set it back (it never changes once envelopes exist)",
-			shards, id)
+		return fmt.Errorf("redis_shards is %d, but unfinished envelope %d (and maybe others) is on another shard than "+
+			"its id modulo %d: service_settings.redis_shards was changed with envelopes live; set it back "+
+			"(it never changes once envelopes exist)", shards, id, shards)
 	}
 	return nil
 }

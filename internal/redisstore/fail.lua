@@ -8,8 +8,8 @@
 -- KEYS[5 ..] the envelope's claim buckets, all of them
 -- ARGV[1] lifetime of the failed meta in milliseconds
 -- ARGV[2] the shard epoch the caller last checked
--- ARGV[3] the envelope's expiry, unix milliseconds; ARGV[4] its packet
---         count; ARGV[5] its total cents (as load.lua takes them)
+-- ARGV[3] the envelope's expiry, unix milliseconds; ARGV[4] its total
+--         cents (as load.lua takes them)
 --
 -- Reply {code}:
 --   FAILED        the envelope was never loaded, nothing was offered; it is
@@ -32,9 +32,9 @@ end
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then
   return {EPOCH_CHANGED}
 end
-local meta = redis.call('HMGET', KEYS[1], 'status', 'expires', 'count', 'total')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'expires', 'total')
 local status = meta[1]
-if meta[2] and (meta[2] ~= ARGV[3] or meta[3] ~= ARGV[4] or meta[4] ~= ARGV[5]) then
+if meta[2] and (meta[2] ~= ARGV[3] or meta[3] ~= ARGV[4]) then
   return {OTHER}
 end
 if status == 'failed' then

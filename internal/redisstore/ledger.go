@@ -42,7 +42,9 @@ func BindLedger(ctx context.Context, rdb redis.UniversalClient, keys Keys, ledge
 			return fmt.Errorf("read the ledger name of redis shard %d: %w", shard, err)
 		case found != ledger:
 			return fmt.Errorf("%w: key %s names ledger %s, and this database is ledger %s (shared_settings.ledger_id): "+
-				"give each database its own REDIS_KEY_PREFIX or Redis", ErrOtherLedger, keys.Ledger(shard), found, ledger)
+				"either another database uses this Redis and prefix (give each its own REDIS_KEY_PREFIX or Redis), "+
+				"or this database's ledger_id changed (migration 27 applied again): then delete the shards' keys "+
+				"(docs/dba.md, \"Shared settings\")", ErrOtherLedger, keys.Ledger(shard), found, ledger)
 		}
 	}
 	return nil

@@ -93,13 +93,13 @@ func parseClosed(payload any) (Closed, error) {
 // failed in Redis, unless it was loaded after all (wasLoaded: it may have
 // been offered, and nothing changed). A late load of a failed envelope
 // changes nothing. Like LoadEnvelopeIn it acts only while the shard still
-// holds epoch. Another envelope's meta under the id (its expiry, count or
-// total not these) is ErrOtherEnvelope: this one was never loaded there.
+// holds epoch. Another envelope's meta under the id (its expiry or total
+// not these) is ErrOtherEnvelope: this one was never loaded there.
 func (s *Store) Fail(ctx context.Context, epoch string, id int64, count int, expiresAt time.Time, totalCents int64,
 	ttl time.Duration) (wasLoaded bool, err error) {
 	keys := []string{s.keys.Meta(id), s.keys.Pool(id), s.keys.Claims(id), s.keys.Epoch(s.keys.Shard(id))}
 	keys = append(keys, s.keys.ClaimBucketKeys(id, count)...)
-	code, _, err := failScript.Run(ctx, s.rdb, keys, max(ttl.Milliseconds(), 1), epoch, expiresAt.UnixMilli(), count, totalCents)
+	code, _, err := failScript.Run(ctx, s.rdb, keys, max(ttl.Milliseconds(), 1), epoch, expiresAt.UnixMilli(), totalCents)
 	if err != nil {
 		return false, fmt.Errorf("fail envelope %d: %w", id, err)
 	}

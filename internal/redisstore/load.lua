@@ -38,10 +38,10 @@
 --                 be marked loaded
 --   UNSTAGED      the staging list does not hold the packet count (it
 --                 expired, or its Redis lost it): nothing loaded
---   OTHER         a meta of another envelope holds the id (its expiry,
---                 count or total differ: ids handed out again, as after
---                 PostgreSQL was restored from a backup): this one was never
---                 loaded here; nothing changed
+--   OTHER         a meta of another envelope holds the id (its expiry or
+--                 total differ: ids handed out again, as after PostgreSQL
+--                 was restored from a backup): this one was never loaded
+--                 here; nothing changed
 -- Arguments that are not what this says are an error, before any write.
 local LOADED, ALREADY, INCONSISTENT, EPOCH_CHANGED, GIVEN_UP, UNSTAGED, OTHER = 0, 1, 2, 3, 4, 5, 6
 
@@ -69,12 +69,14 @@ end
 if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[4] then
   return done(EPOCH_CHANGED)
 end
-local meta = redis.call('HMGET', KEYS[1], 'status', 'expires', 'count', 'total')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'expires', 'total')
 local status = meta[1]
--- Only load and reload write these three, both from the envelope's row: a
--- meta that differs is another envelope's. (A meta written by giving up or
--- suspending an envelope Redis held nothing of has none of them.)
-if meta[2] and (meta[2] ~= ARGV[1] or meta[3] ~= ARGV[2] or meta[4] ~= ARGV[3]) then
+-- Only load and reload write these two, both from the envelope's row (the
+-- count is the packets loaded, which a repair's load of an envelope with
+-- claims already written has fewer of): a meta that differs is another
+-- envelope's. (A meta written by giving up or suspending an envelope Redis
+-- held nothing of has neither.)
+if meta[2] and (meta[2] ~= ARGV[1] or meta[3] ~= ARGV[3]) then
   return done(OTHER)
 end
 if status == 'failed' or status == 'suspended' or status == 'forgotten' then

@@ -395,7 +395,7 @@ type SettlementTotal struct {
 	RefundedCents pgtype.Numeric
 }
 
-// Settings every process of the ledger must share, recorded by the first to start; later ones refuse to start on a difference. docs/dba.md, "Shared settings", says how to change one.
+// Settings the processes of the ledger must share, recorded by the first daemon to start that uses each; later ones refuse to start on a difference. docs/dba.md, "Shared settings", says how to change one.
 type SharedSetting struct {
 	// ledger_id (this ledger's name, written into Redis under the key prefix), redis_key_prefix, id_time_zone, order_no_width.
 	Name string

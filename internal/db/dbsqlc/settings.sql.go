@@ -283,17 +283,18 @@ func (q *Queries) TryLockMigrations(ctx context.Context, lockKey int64) (bool, e
 	return pg_try_advisory_lock, err
 }
 
-const UnfinishedBeyondShards = `-- name: UnfinishedBeyondShards :one
+const UnfinishedOnOtherShards = `-- name: UnfinishedOnOtherShards :one
 SELECT coalesce(min(id), 0)::bigint AS id FROM envelopes
-WHERE status IN ('loading', 'open', 'sold_out', 'expired', 'suspended') AND shard >= $1::int
+WHERE status IN ('loading', 'open', 'sold_out', 'expired', 'suspended') AND shard <> mod(id, $1::int)
 `
 
-// UnfinishedBeyondShards is the lowest id of an unfinished envelope whose
-// shard is not below the shard count (0 when none): redis_shards was
-// changed with envelopes live, whose state and queued grabs no process
-// would look at again. The partial index of unfinished envelopes bounds it.
-func (q *Queries) UnfinishedBeyondShards(ctx context.Context, shards int32) (int64, error) {
-	row := q.db.QueryRow(ctx, UnfinishedBeyondShards, shards)
+// UnfinishedOnOtherShards is the lowest id of an unfinished envelope whose
+// shard is not its id modulo the shard count (0 when none): redis_shards
+// was changed with envelopes live, whose state and queued grabs processes
+// would look for on another shard. The partial index of unfinished
+// envelopes bounds it.
+func (q *Queries) UnfinishedOnOtherShards(ctx context.Context, shards int32) (int64, error) {
+	row := q.db.QueryRow(ctx, UnfinishedOnOtherShards, shards)
 	var id int64
 	err := row.Scan(&id)
 	return id, err

@@ -124,13 +124,14 @@ WHERE s.name = @name AND NOT EXISTS (SELECT 1 FROM ins);
 -- or writes in its Redis under the key prefix.
 SELECT value FROM shared_settings WHERE name = 'ledger_id';
 
--- name: UnfinishedBeyondShards :one
--- UnfinishedBeyondShards is the lowest id of an unfinished envelope whose
--- shard is not below the shard count (0 when none): redis_shards was
--- changed with envelopes live, whose state and queued grabs no process
--- would look at again. The partial index of unfinished envelopes bounds it.
+-- name: UnfinishedOnOtherShards :one
+-- UnfinishedOnOtherShards is the lowest id of an unfinished envelope whose
+-- shard is not its id modulo the shard count (0 when none): redis_shards
+-- was changed with envelopes live, whose state and queued grabs processes
+-- would look for on another shard. The partial index of unfinished
+-- envelopes bounds it.
 SELECT coalesce(min(id), 0)::bigint AS id FROM envelopes
-WHERE status IN ('loading', 'open', 'sold_out', 'expired', 'suspended') AND shard >= @shards::int;
+WHERE status IN ('loading', 'open', 'sold_out', 'expired', 'suspended') AND shard <> mod(id, @shards::int);
 
 -- name: SharedSettings :many
 -- SharedSettings are the settings every process must share, as recorded.
