@@ -181,7 +181,7 @@ func (s *Store) RecordWebhooks(ctx context.Context, on bool) (changed bool, err 
 	if on {
 		v = 1
 	}
-	prev, err := s.q.RecordWebhooks(ctx, v)
+	prev, err := s.q.RecordServiceSetting(ctx, dbsqlc.RecordServiceSettingParams{Setting: "webhooks", Value: v})
 	if err != nil {
 		return false, fmt.Errorf("record whether webhooks are sent: %w", err)
 	}
@@ -194,7 +194,7 @@ func (s *Store) RecordWebhooks(ctx context.Context, on bool) (changed bool, err 
 // recorded before (0: none, or the same).
 func (s *Store) RecordEventsRetention(ctx context.Context, d time.Duration) (before time.Duration, err error) {
 	v := int64(d / time.Second)
-	prev, err := s.q.RecordEventsRetention(ctx, v)
+	prev, err := s.q.RecordServiceSetting(ctx, dbsqlc.RecordServiceSettingParams{Setting: "events_retention_s", Value: v})
 	if err != nil {
 		return 0, fmt.Errorf("record EVENTS_RETENTION: %w", err)
 	}

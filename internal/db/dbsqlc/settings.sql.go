@@ -101,21 +101,27 @@ func (q *Queries) LockMigrations(ctx context.Context, lockKey int64) error {
 	return err
 }
 
-const RecordEventsRetention = `-- name: RecordEventsRetention :one
-WITH prev AS (SELECT value FROM service_settings WHERE name = 'events_retention_s'),
+const RecordServiceSetting = `-- name: RecordServiceSetting :one
+WITH prev AS (SELECT s.value FROM service_settings s WHERE s.name = $1::text),
 rec AS (
-    INSERT INTO service_settings (name, value) VALUES ('events_retention_s', $1::bigint)
+    INSERT INTO service_settings (name, value) VALUES ($1::text, $2::bigint)
     ON CONFLICT (name) DO UPDATE SET value = excluded.value
     WHERE service_settings.value IS DISTINCT FROM excluded.value
 )
 SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous
 `
 
-// RecordEventsRetention records the flushers' EVENTS_RETENTION, in seconds,
-// for the operator commands that run without their settings, and returns
-// what was recorded before (-1: nothing).
-func (q *Queries) RecordEventsRetention(ctx context.Context, seconds int64) (int64, error) {
-	row := q.db.QueryRow(ctx, RecordEventsRetention, seconds)
+type RecordServiceSettingParams struct {
+	Setting string
+	Value   int64
+}
+
+// RecordServiceSetting records a setting the flushers record at start for
+// the operator commands that run without their settings (webhooks: 1 when
+// they send webhooks, else 0; events_retention_s: their EVENTS_RETENTION in
+// seconds), and returns what was recorded before (-1: nothing).
+func (q *Queries) RecordServiceSetting(ctx context.Context, arg RecordServiceSettingParams) (int64, error) {
+	row := q.db.QueryRow(ctx, RecordServiceSetting, arg.Setting, arg.Value)
 	var previous int64
 	err := row.Scan(&previous)
 	return previous, err
@@ -168,26 +174,6 @@ func (q *Queries) RecordSharedSetting(ctx context.Context, arg RecordSharedSetti
 		return nil, err
 	}
 	return items, nil
-}
-
-const RecordWebhooks = `-- name: RecordWebhooks :one
-WITH prev AS (SELECT value FROM service_settings WHERE name = 'webhooks'),
-rec AS (
-    INSERT INTO service_settings (name, value) VALUES ('webhooks', $1::bigint)
-    ON CONFLICT (name) DO UPDATE SET value = excluded.value
-    WHERE service_settings.value IS DISTINCT FROM excluded.value
-)
-SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous
-`
-
-// RecordWebhooks records whether the flushers send webhooks (1) or not (0),
-// for the operator commands that run without their settings, and returns
-// what was recorded before (-1: nothing).
-func (q *Queries) RecordWebhooks(ctx context.Context, value int64) (int64, error) {
-	row := q.db.QueryRow(ctx, RecordWebhooks, value)
-	var previous int64
-	err := row.Scan(&previous)
-	return previous, err
 }
 
 const RedisShards = `-- name: RedisShards :one

@@ -6,13 +6,14 @@ SELECT version, dirty FROM schema_migrations LIMIT 1;
 -- RedisShards reads the number of Redis shards every process must use.
 SELECT value FROM service_settings WHERE name = 'redis_shards';
 
--- name: RecordWebhooks :one
--- RecordWebhooks records whether the flushers send webhooks (1) or not (0),
--- for the operator commands that run without their settings, and returns
--- what was recorded before (-1: nothing).
-WITH prev AS (SELECT value FROM service_settings WHERE name = 'webhooks'),
+-- name: RecordServiceSetting :one
+-- RecordServiceSetting records a setting the flushers record at start for
+-- the operator commands that run without their settings (webhooks: 1 when
+-- they send webhooks, else 0; events_retention_s: their EVENTS_RETENTION in
+-- seconds), and returns what was recorded before (-1: nothing).
+WITH prev AS (SELECT s.value FROM service_settings s WHERE s.name = sqlc.arg(setting)::text),
 rec AS (
-    INSERT INTO service_settings (name, value) VALUES ('webhooks', @value::bigint)
+    INSERT INTO service_settings (name, value) VALUES (sqlc.arg(setting)::text, sqlc.arg(value)::bigint)
     ON CONFLICT (name) DO UPDATE SET value = excluded.value
     WHERE service_settings.value IS DISTINCT FROM excluded.value
 )
@@ -34,18 +35,6 @@ SELECT pg_try_advisory_lock(sqlc.arg(lock_key)::bigint);
 
 -- name: UnlockMigrations :exec
 SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint);
-
--- name: RecordEventsRetention :one
--- RecordEventsRetention records the flushers' EVENTS_RETENTION, in seconds,
--- for the operator commands that run without their settings, and returns
--- what was recorded before (-1: nothing).
-WITH prev AS (SELECT value FROM service_settings WHERE name = 'events_retention_s'),
-rec AS (
-    INSERT INTO service_settings (name, value) VALUES ('events_retention_s', @seconds::bigint)
-    ON CONFLICT (name) DO UPDATE SET value = excluded.value
-    WHERE service_settings.value IS DISTINCT FROM excluded.value
-)
-SELECT coalesce((SELECT value FROM prev), -1)::bigint AS previous;
 
 -- name: EventsRetentionRecorded :one
 -- EventsRetentionRecorded is the EVENTS_RETENTION the flushers last
