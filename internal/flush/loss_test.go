@@ -306,6 +306,41 @@ func TestGivingUpCanBeRepeated(t *testing.T) {
 	}
 }
 
+// A shard that lost its data gets the ledger's name back with its new
+// epoch; one a process of another ledger named first (a staging database
+// started on the emptied Redis) gets no epoch, every round saying why, and
+// the other shards go on.
+func TestALostShardGetsTheLedgersNameBack(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t)
+	ctx := context.Background()
+	f := upkeepFlusher(t, s)
+	if _, err := f.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := s.PG.LedgerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Redis.Keys()
+	if got := s.RDB.Get(ctx, k.Ledger(3)).Val(); got != ledger {
+		t.Fatalf("shard 3's ledger name after the first round: %q, want %q", got, ledger)
+	}
+	loseRedis(t, s)
+	if err := s.RDB.Set(ctx, k.Ledger(5), "staging", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		epochs, err := f.Reconcile(ctx)
+		if !errors.Is(err, redisstore.ErrOtherLedger) || epochs[5] != "" || epochs[3] == "" {
+			t.Fatalf("a round after the loss = %v, %v; want shard 5 refused (another ledger's), shard 3 given an epoch", epochs, err)
+		}
+	}
+	if got := s.RDB.Get(ctx, k.Ledger(3)).Val(); got != ledger {
+		t.Errorf("shard 3's ledger name after the loss: %q, want %q again", got, ledger)
+	}
+}
+
 // An envelope left loading whose id another envelope holds in Redis (ids
 // handed out again, as after PostgreSQL was restored from a backup) is
 // given up and refunded whole, young or old, and the other envelope's state

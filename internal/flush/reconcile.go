@@ -109,8 +109,17 @@ func (f *Flusher) checkNewData(ctx context.Context, epochs []string) error {
 // newEpoch records token for the shard (a fresh one when token is empty) in
 // place of was in PostgreSQL, then in Redis. Stopped in between, the next
 // round sees the two differ and goes through the shard again, which is
-// harmless.
+// harmless. The shard gets the ledger's name first (a shard that lost its
+// data lost it too), or is found to hold another ledger's: then it gets no
+// epoch, and the error says so every round.
 func (f *Flusher) newEpoch(ctx context.Context, shard int, was, token string) (string, error) {
+	ledger, err := f.pg.LedgerID(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := f.redis.BindShard(ctx, shard, ledger); err != nil {
+		return "", err
+	}
 	if token == "" {
 		token = rand.Text()
 	}

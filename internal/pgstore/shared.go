@@ -87,6 +87,9 @@ func recordShared(ctx context.Context, q *dbsqlc.Queries, s SharedSetting, by st
 	return dbsqlc.SharedSetting{}, fmt.Errorf("record %s: recorded meanwhile, and not found", s.Env)
 }
 
+// LedgerID is the package's LedgerID on the store's pool.
+func (s *Store) LedgerID(ctx context.Context) (string, error) { return LedgerID(ctx, s.pool) }
+
 // LedgerID reads this ledger's name, which every process finds or writes in
 // its Redis under the key prefix.
 func LedgerID(ctx context.Context, pool *pgxpool.Pool) (string, error) {

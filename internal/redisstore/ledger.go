@@ -21,8 +21,23 @@ var ErrOtherLedger = errors.New("redis holds another ledger's state under this k
 // through: the check is a guard against a misconfiguration, and a full
 // Redis is reported on its own.
 func BindLedger(ctx context.Context, rdb redis.UniversalClient, keys Keys, ledger string, write bool) error {
+	shards := make([]int, keys.Shards())
+	for i := range shards {
+		shards[i] = i
+	}
+	return bindShards(ctx, rdb, keys, shards, ledger, write)
+}
+
+// BindShard is BindLedger for one shard, written: the flusher gives a shard
+// that lost its data the ledger's name again with its new epoch, before a
+// process of another ledger could take it.
+func (s *Store) BindShard(ctx context.Context, shard int, ledger string) error {
+	return bindShards(ctx, s.rdb, s.keys, []int{shard}, ledger, true)
+}
+
+func bindShards(ctx context.Context, rdb redis.UniversalClient, keys Keys, shards []int, ledger string, write bool) error {
 	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for shard := range keys.Shards() {
+		for _, shard := range shards {
 			if write {
 				p.SetArgs(ctx, keys.Ledger(shard), ledger, redis.SetArgs{Mode: "NX", Get: true})
 			} else {
@@ -34,7 +49,8 @@ func BindLedger(ctx context.Context, rdb redis.UniversalClient, keys Keys, ledge
 	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "OOM") {
 		return fmt.Errorf("read the ledger names of the redis shards: %w", err)
 	}
-	for shard, c := range cmds {
+	for i, c := range cmds {
+		shard := shards[i]
 		found, err := c.(interface{ Result() (string, error) }).Result()
 		switch {
 		case errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "OOM"):
