@@ -12,8 +12,8 @@ import (
 	"redpacket/internal/db/dbsqlc"
 )
 
-// SharedSetting is a setting every grabber, flusher and operator command of
-// one ledger must be started with (table shared_settings).
+// SharedSetting is a setting the processes of one ledger that use it must
+// all be started with (table shared_settings).
 type SharedSetting struct {
 	Name  string // its name in shared_settings
 	Env   string // the environment variable that sets it, for the message
@@ -34,17 +34,16 @@ type SettingMismatch struct {
 }
 
 func (m *SettingMismatch) Error() string {
-	return fmt.Sprintf("%s is %q here but %q for this ledger (recorded %s by %s): every grabber, flusher and "+
-		"operator command of one database must share it; start this one with %s=%s, or see docs/dba.md, "+
-		"\"Shared settings\", to change it", m.Setting.Env, m.Setting.Value, m.Recorded,
+	return fmt.Sprintf("%s is %q here but %q for this ledger (recorded %s by %s): the processes of one database "+
+		"that use it must share it; start this one with %s=%s, or see docs/dba.md, \"Shared settings\", to change it", m.Setting.Env, m.Setting.Value, m.Recorded,
 		m.RecordedAt.UTC().Format(time.RFC3339), m.RecordedBy, m.Setting.Env, m.Recorded)
 }
 
 func (m *SettingMismatch) Unwrap() error { return ErrSettingDiffers }
 
-// CheckShared compares settings with those the ledger recorded. With record
-// (a daemon starting), a setting not recorded yet is recorded as this
-// process's, by `by`; without (an operator command), it is not compared.
+// CheckShared compares settings with those the ledger recorded. A setting
+// not recorded yet is, with record (a daemon starting), recorded as this
+// process's, by `by`; without (an operator command), left unrecorded.
 func CheckShared(ctx context.Context, pool *pgxpool.Pool, by string, settings []SharedSetting, record bool) error {
 	q := dbsqlc.New(pool)
 	recorded := map[string]dbsqlc.SharedSetting{}
