@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"redpacket/internal/redisstore"
+	"redpacket/internal/testenv"
 )
 
 // cleanSet writes one consistent envelope of every kind from id on, and
@@ -323,12 +322,7 @@ func TestAuditOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 			SELECT $1::bigint * 1000000 + i, $1, 1 FROM generate_series(1, $2::int) AS i`, id, each)
 	}
 	d.exec(`ANALYZE`)
-	d.exec(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '100ms'); END $$`)
-	limited, err := pgxpool.New(d.ctx, d.pool.Config().ConnString()) // sessions with the database's limit
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer limited.Close()
+	limited := testenv.LimitedPool(t, d.pool, d.pool.Config().ConnString(), "statement_timeout", "100ms")
 	rep, err := Run(d.ctx, limited, Options{})
 	if err != nil {
 		t.Fatalf("audit under a 100ms statement_timeout: %v", err)

@@ -14,12 +14,12 @@ import (
 
 // bind checks what ties this process to the others of its ledger, which
 // nothing else would notice differing: the settings they must share that
-// this one uses (SharedSettings), a shard count that still matches every
+// this one uses (sharedSettings), a shard count that still matches every
 // unfinished envelope, and a Redis whose shards hold this ledger's state,
 // not another database's (redisstore.BindLedger). With record, what is not
 // recorded yet is recorded as this process's.
 func bind(ctx context.Context, cl *Clients, c config.Config, uses config.Daemon, record bool) error {
-	shared := SharedSettings(c, uses)
+	shared := sharedSettings(c, uses)
 	// Everything is compared before anything is recorded: a process
 	// refused leaves no trace.
 	if err := pgstore.CheckShared(ctx, cl.PG, "", shared, false); err != nil {
@@ -43,13 +43,13 @@ func bind(ctx context.Context, cl *Clients, c config.Config, uses config.Daemon,
 	return pgstore.CheckShared(ctx, cl.PG, recorder(), shared, true)
 }
 
-// SharedSettings are the settings every process of a ledger that uses
+// sharedSettings are the settings every process of a ledger that uses
 // them must share, as c has them: REDIS_KEY_PREFIX for everything that
 // touches Redis; the grabbers' ID_TIME_ZONE (the days of order numbers,
 // share codes and daily limits) and ORDER_NO_WIDTH. uses says whose
 // settings: an operator command's are the flusher's (flusher export checks
 // the time zone on its own).
-func SharedSettings(c config.Config, uses config.Daemon) []pgstore.SharedSetting {
+func sharedSettings(c config.Config, uses config.Daemon) []pgstore.SharedSetting {
 	out := []pgstore.SharedSetting{{Name: "redis_key_prefix", Env: "REDIS_KEY_PREFIX", Value: c.RedisKeyPrefix}}
 	if uses&config.Grabber != 0 {
 		out = append(out, TimeZoneSetting(c),

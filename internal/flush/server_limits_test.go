@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap/zaptest"
 
 	"redpacket/internal/pgstore"
+	"redpacket/internal/testenv"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -26,17 +26,12 @@ func TestSettlementOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 	for _, q := range []string{ // refunds that take longer than the limit
 		`CREATE FUNCTION test_slow_refund() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`,
 		`CREATE TRIGGER test_slow_refund AFTER UPDATE ON packet_pool FOR EACH STATEMENT EXECUTE FUNCTION test_slow_refund()`,
-		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '1s'); END $$`,
 	} {
 		if _, err := s.Pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	limited, err := pgxpool.New(ctx, s.DBURL) // sessions with the database's limit
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer limited.Close()
+	limited := testenv.LimitedPool(t, s.Pool, s.DBURL, "statement_timeout", "1s")
 	f := New(s.Redis, pgstore.New(limited), Config{}, zaptest.NewLogger(t))
 	f.now = s.Clock.Now
 	s.Clock.Advance(61 * time.Second)

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap/zaptest"
 
 	"redpacket/internal/envelope"
 	"redpacket/internal/flush"
 	"redpacket/internal/pgstore"
+	"redpacket/internal/testenv"
 	"redpacket/internal/testenv/stack"
 )
 
@@ -157,19 +157,12 @@ func TestExportOutlastsTheDatabasesIdleLimit(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t)
 	totals := settledDay(t, s)
-	if _, err := s.Pool.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_in_transaction_session_timeout = %L', current_database(), '200ms'); END $$`); err != nil {
-		t.Fatal(err)
-	}
-	limited, err := pgxpool.New(t.Context(), s.DBURL) // sessions with the database's limit
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer limited.Close()
+	limited := testenv.LimitedPool(t, s.Pool, s.DBURL, "idle_in_transaction_session_timeout", "200ms")
 	now := s.Clock.Now().UTC()
 	since, until, _ := Range(now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly), time.UTC)
 	sums := map[int64]map[Kind]int64{}
 	slow := true
-	err = Export(t.Context(), pgstore.New(limited), since, until, func(m Movement) error {
+	err := Export(t.Context(), pgstore.New(limited), since, until, func(m Movement) error {
 		if slow { // the reader falls behind once, longer than the limit
 			slow = false
 			time.Sleep(600 * time.Millisecond)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"redpacket/internal/pgstore"
 	"redpacket/internal/testenv"
 )
@@ -368,12 +366,7 @@ func TestRunOutlastsTheDatabasesStatementTimeout(t *testing.T) {
 	// Deletes that take longer than the limit.
 	exec(t, pool, `CREATE FUNCTION test_slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`)
 	exec(t, pool, `CREATE TRIGGER test_slow_delete AFTER DELETE ON packet_pool FOR EACH STATEMENT EXECUTE FUNCTION test_slow_delete()`)
-	exec(t, pool, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), '1s'); END $$`)
-	limited, err := pgxpool.New(t.Context(), url) // sessions with the database's limit
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer limited.Close()
+	limited := testenv.LimitedPool(t, pool, url, "statement_timeout", "1s")
 	res, err := Run(t.Context(), limited, options(t, 24*time.Hour))
 	if err != nil || res.Removed.Envelopes != 3 {
 		t.Errorf("run under a 1 s statement_timeout: %+v, %v; want 3 envelopes removed", res.Removed, err)
